@@ -1,0 +1,5 @@
+"""The eBPF instruction set: instruction model, encoding, assembler, disassembler."""
+
+from .insn import Insn, decode, encode
+
+__all__ = ["Insn", "decode", "encode"]

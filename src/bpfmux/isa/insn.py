@@ -1,0 +1,113 @@
+"""The eBPF instruction model and its binary encoding.
+
+An :class:`Insn` is one logical instruction. ``lddw`` is one ``Insn`` with a
+64-bit ``imm`` that occupies two 8-byte slots; :attr:`Insn.size` says how many
+slots an instruction takes, and jump offsets are always counted in slots, as
+the kernel does.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..errors import ParseError
+from .opcodes import LDDW
+
+_INSN = struct.Struct("<BBhi")
+
+
+@dataclass(frozen=True, slots=True)
+class Insn:
+    """One eBPF instruction.
+
+    :ivar opcode: the 8-bit opcode.
+    :ivar dst: destination register (0-10).
+    :ivar src: source register (0-10), or the pseudo kind of ``lddw``/``call``.
+    :ivar off: signed 16-bit offset.
+    :ivar imm: signed 32-bit immediate; for ``lddw`` the full 64-bit value
+        (low word from the first slot, high word from the second), unsigned.
+    """
+
+    opcode: int
+    dst: int = 0
+    src: int = 0
+    off: int = 0
+    imm: int = 0
+
+    @property
+    def size(self) -> int:
+        """Number of 8-byte slots (2 for ``lddw``, else 1)."""
+        return 2 if self.opcode == LDDW else 1
+
+    @property
+    def cls(self) -> int:
+        """Instruction class (``opcode & 7``)."""
+        return self.opcode & 0x07
+
+    def encode(self) -> bytes:
+        """Encode to 8 (or 16 for ``lddw``) little-endian bytes.
+
+        :raises ParseError: a field is out of range.
+        """
+        regs = (self.dst & 0x0F) | ((self.src & 0x0F) << 4)
+        if not (0 <= self.dst <= 15 and 0 <= self.src <= 15):
+            raise ParseError(f"register out of range in {self!r}")
+        if not -(1 << 15) <= self.off < (1 << 15):
+            raise ParseError(f"offset {self.off} does not fit 16 bits")
+        if self.opcode == LDDW:
+            v = self.imm & 0xFFFFFFFFFFFFFFFF
+            lo, hi = _s32(v & 0xFFFFFFFF), _s32(v >> 32)
+            return _INSN.pack(self.opcode, regs, self.off, lo) + _INSN.pack(0, 0, 0, hi)
+        if not -(1 << 31) <= self.imm < (1 << 32):
+            raise ParseError(f"immediate {self.imm} does not fit 32 bits")
+        return _INSN.pack(self.opcode, regs, self.off, _s32(self.imm & 0xFFFFFFFF))
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def encode(insns: list[Insn]) -> bytes:
+    """Encode a program.
+
+    :raises ParseError: an instruction has a field out of range.
+    """
+    return b"".join(i.encode() for i in insns)
+
+
+def decode(data: bytes, source: str | None = None) -> list[Insn]:
+    """Decode raw instruction bytes into a list of :class:`Insn`.
+
+    :raises ParseError: the length is not a multiple of 8, or an ``lddw`` is
+        cut off.
+    """
+    if len(data) % 8:
+        raise ParseError(f"instruction bytes not a multiple of 8 ({len(data)})", len(data), source)
+    out: list[Insn] = []
+    n = len(data) // 8
+    i = 0
+    unpack = _INSN.unpack_from
+    while i < n:
+        op, regs, off, imm = unpack(data, i * 8)
+        if op == LDDW:
+            if i + 1 >= n:
+                raise ParseError("lddw without its second slot", i * 8, source)
+            op2, regs2, off2, imm2 = unpack(data, i * 8 + 8)
+            value = (imm & 0xFFFFFFFF) | ((imm2 & 0xFFFFFFFF) << 32)
+            out.append(Insn(op, regs & 0x0F, regs >> 4, off, value))
+            i += 2
+        else:
+            out.append(Insn(op, regs & 0x0F, regs >> 4, off, imm))
+            i += 1
+    return out
+
+
+def slot_offsets(insns: list[Insn]) -> list[int]:
+    """Slot index of each instruction (``lddw`` takes two slots)."""
+    out = []
+    pos = 0
+    for i in insns:
+        out.append(pos)
+        pos += i.size
+    return out

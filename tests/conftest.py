@@ -1,0 +1,33 @@
+"""Shared test set-up: mounts what BPF tests need and offers kernel fixtures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BPF_DIR = ROOT / "tests" / "bpf"
+CONFORMANCE_DIR = ROOT / "tests" / "data" / "conformance"  # copy of ../shared/conformance (MIT/Apache-2.0, see its LICENSE)
+
+
+def _mount(fstype: str, target: str) -> None:
+    if os.path.ismount(target) or os.geteuid() != 0:
+        return
+    subprocess.run(["mount", "-t", fstype, "nodev" if fstype != "bpf" else "bpf", target], check=False, capture_output=True)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Mount tracefs, debugfs and bpffs when running as root (a fresh machine has none)."""
+    _mount("tracefs", "/sys/kernel/tracing")
+    _mount("debugfs", "/sys/kernel/debug")
+    _mount("bpf", "/sys/fs/bpf")
+
+
+@pytest.fixture(scope="session")
+def root_required() -> None:
+    """Skip when not root: live-kernel tests need CAP_BPF/CAP_PERFMON."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for bpf(2) and perf_event_open(2); run the suite as root")
