@@ -1,0 +1,705 @@
+"""Symbols of the kernel (``/proc/kallsyms``) and of user binaries (ELF).
+
+Uprobes name their target by *file offset* inside a binary, so an ELF symbol's
+virtual address is turned into a file offset through the program headers (the
+``PT_LOAD`` segment that holds it). Symbols come from ``.dynsym`` (with GNU
+symbol versions: ``getpid@@GLIBC_2.2.5`` is the default version,
+``name@VER`` a hidden one), from ``.symtab``, and from the separate debug file
+of a stripped binary (found through its build id or ``.gnu_debuglink``), as
+other tracers do.
+
+Library names without a slash are resolved through the dynamic linker's cache
+(``/etc/ld.so.cache``), then a list of common library directories, then
+``$PATH`` (for executables).
+
+All parsers raise :class:`~bpfmux.errors.ParseError` on malformed input and
+:class:`~bpfmux.errors.NotFoundError` when a name is missing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import NotFoundError, ParseError
+
+__all__ = [
+    "ElfSymbol",
+    "ElfSymbols",
+    "KernelSymbol",
+    "KernelSymbols",
+    "ld_cache",
+    "match",
+    "parse_kallsyms",
+    "parse_ld_cache",
+    "resolve_binary",
+]
+
+# ---------------------------------------------------------------------------
+# glob matching
+
+
+def match(pattern: str, names: Iterable[str]) -> list[str]:
+    """Names matching a shell glob (``*``, ``?``, ``[...]``), case-sensitive, in input order.
+
+    :raises ParseError: the pattern is empty.
+    """
+    if not pattern:
+        raise ParseError("empty symbol pattern; give a name or a glob such as 'str*'")
+    if not _is_glob(pattern):
+        return [n for n in names if n == pattern]
+    return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+# ---------------------------------------------------------------------------
+# kernel symbols
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSymbol:
+    """One line of ``/proc/kallsyms``.
+
+    :ivar name: symbol name.
+    :ivar address: its address (0 when the kernel hides addresses from this user).
+    :ivar type: the ``nm`` type letter (``T``/``t`` text, ``D``/``d`` data, …).
+    :ivar module: the module it belongs to, ``None`` for the core kernel.
+    """
+
+    name: str
+    address: int
+    type: str
+    module: str | None = None
+
+    @property
+    def is_function(self) -> bool:
+        """True for text symbols (``T``, ``t``, ``W``, ``w``)."""
+        return self.type in "TtWw"
+
+
+def parse_kallsyms(text: str, source: str = "/proc/kallsyms") -> list[KernelSymbol]:
+    """Parse the text of ``/proc/kallsyms``.
+
+    Each line is ``ADDRESS TYPE NAME`` optionally followed by ``\\t[module]``.
+
+    :raises ParseError: a line does not have that shape (``offset`` is the
+        1-based line number).
+    """
+    out: list[KernelSymbol] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        module = None
+        body = line
+        if line.endswith("]"):
+            lb = line.rfind("[")
+            if lb < 0:
+                raise ParseError(f"unbalanced module bracket in {line!r}", lineno, source)
+            module = line[lb + 1 : -1].strip()
+            body = line[:lb]
+            if not module:
+                raise ParseError(f"empty module name in {line!r}", lineno, source)
+        parts = body.split()
+        if len(parts) != 3:
+            raise ParseError(f"expected 'ADDRESS TYPE NAME', got {line!r}", lineno, source)
+        addr_s, typ, name = parts
+        if len(typ) != 1 or not typ.isalpha() and typ not in "?-":
+            raise ParseError(f"bad symbol type {typ!r} in {line!r}", lineno, source)
+        try:
+            address = int(addr_s, 16)
+        except ValueError:
+            raise ParseError(f"bad address {addr_s!r} in {line!r}", lineno, source) from None
+        if address < 0:
+            raise ParseError(f"bad address {addr_s!r} in {line!r}", lineno, source)
+        out.append(KernelSymbol(name, address, typ, module))
+    return out
+
+
+class KernelSymbols:
+    """The kernel's symbol table, indexed by name.
+
+    :ivar symbols: every symbol, in file order.
+    """
+
+    def __init__(self, symbols: Sequence[KernelSymbol], source: str = "/proc/kallsyms") -> None:
+        self.symbols = tuple(symbols)
+        self.source = source
+        self._by_name: dict[str, list[KernelSymbol]] = {}
+        for s in self.symbols:
+            self._by_name.setdefault(s.name, []).append(s)
+
+    @classmethod
+    def load(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
+        """Read and parse ``path``.
+
+        :raises BpfError: the file cannot be read (``OSError`` subclass).
+        :raises ParseError: the file is malformed.
+        """
+        with open(path, encoding="ascii", errors="replace") as f:
+            return cls(parse_kallsyms(f.read(), path), path)
+
+    @property
+    def addresses_visible(self) -> bool:
+        """False when every address reads 0 (``kptr_restrict``, not root)."""
+        return any(s.address for s in self.symbols)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def lookup(self, name: str, module: str | None = None) -> KernelSymbol:
+        """The symbol called ``name`` (core kernel first, unless ``module`` is given).
+
+        :raises NotFoundError: no such symbol.
+        """
+        cands = self._by_name.get(name, [])
+        if module is not None:
+            cands = [s for s in cands if s.module == module]
+        if not cands:
+            where = f" in module {module}" if module else ""
+            raise NotFoundError("kernel symbol", name, f"it is not in {self.source}{where}; check the spelling")
+        core = [s for s in cands if s.module is None]
+        return (core or cands)[0]
+
+    def address(self, name: str) -> int:
+        """Address of ``name``.
+
+        :raises NotFoundError: no such symbol.
+        """
+        return self.lookup(name).address
+
+    def match(self, pattern: str, functions_only: bool = True) -> list[KernelSymbol]:
+        """Symbols whose name matches ``pattern`` (a glob), one per name, in file order.
+
+        :raises ParseError: empty pattern.
+        """
+        names = match(pattern, self._by_name)
+        out = []
+        for n in names:
+            syms = [s for s in self._by_name[n] if s.is_function or not functions_only]
+            if syms:
+                out.append(syms[0])
+        return out
+
+    def names_at(self, address: int) -> list[str]:
+        """All names whose address is exactly ``address``."""
+        return [s.name for s in self.symbols if s.address == address]
+
+
+# ---------------------------------------------------------------------------
+# ELF symbols
+
+
+@dataclass(frozen=True, slots=True)
+class ElfSymbol:
+    """A function symbol of a user binary.
+
+    :ivar name: plain name (without version).
+    :ivar address: virtual address (``st_value``).
+    :ivar size: ``st_size``.
+    :ivar offset: file offset of the first instruction (what a uprobe wants).
+    :ivar version: GNU symbol version (``GLIBC_2.2.5``), ``None`` if unversioned.
+    :ivar default: True when the version is the default one (``@@``).
+    :ivar binding: ``"global"``, ``"weak"`` or ``"local"``.
+    :ivar kind: ``"func"`` or ``"ifunc"`` (a GNU indirect function: the
+        address is its *resolver*).
+    :ivar table: ``".dynsym"``, ``".symtab"`` or ``"debug"`` (the separate
+        debug file's ``.symtab``).
+    """
+
+    name: str
+    address: int
+    size: int
+    offset: int
+    version: str | None = None
+    default: bool = True
+    binding: str = "global"
+    kind: str = "func"
+    table: str = ".dynsym"
+
+    @property
+    def versioned_name(self) -> str:
+        """``name@@VER`` (default version), ``name@VER`` (hidden) or ``name``."""
+        if not self.version:
+            return self.name
+        return f"{self.name}{'@@' if self.default else '@'}{self.version}"
+
+
+_SYM64 = struct.Struct("<IBBHQQ")
+_SYM32 = struct.Struct("<IIIBBH")
+_STT_FUNC = 2
+_STT_GNU_IFUNC = 10
+_STB = {0: "local", 1: "global", 2: "weak", 10: "global"}  # 10 = STB_GNU_UNIQUE
+_SHN_UNDEF = 0
+_SHN_LORESERVE = 0xFF00
+_DEBUG_ROOT = "/usr/lib/debug"
+
+
+class ElfSymbols:
+    """The function symbols of one ELF file, with file offsets for uprobes.
+
+    :param path: the binary (a path, or a name resolved by :func:`resolve_binary`).
+    :param debug: also read the separate debug file's ``.symtab`` when the
+        binary is stripped and one is installed.
+    :ivar path: the resolved path.
+    :ivar symbols: every defined function symbol, deduplicated on
+        ``(name, version, address)``; ``.dynsym`` entries come first.
+
+    :raises NotFoundError: the binary does not exist.
+    :raises ParseError: the file is not a well-formed ELF file.
+    """
+
+    def __init__(self, path: str, debug: bool = True, *, debug_root: str = _DEBUG_ROOT) -> None:
+        self.path = resolve_binary(path)
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise NotFoundError("binary", path, f"cannot read it: {e.strerror}") from e
+        self._debug_root = debug_root
+        self._build(data, debug)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> ElfSymbols:
+        """Symbols of an ELF image held in memory (no debug-file lookup).
+
+        :raises ParseError: the image is not a well-formed ELF file.
+        """
+        self = cls.__new__(cls)
+        self.path = source
+        self._debug_root = _DEBUG_ROOT
+        self._build(bytes(data), debug=False)
+        return self
+
+    def _build(self, data: bytes, debug: bool) -> None:
+        self.build_id: str | None = None
+        self.debug_file: str | None = None
+        syms, segments, self.build_id, debuglink = _parse_elf(data, self.path, with_symtab=True)
+        self._segments = segments
+        if debug and not any(s[6] == ".symtab" for s in syms):
+            dbg = self._find_debug_file(debuglink)
+            if dbg is not None:
+                try:
+                    with open(dbg, "rb") as f:
+                        ddata = f.read()
+                    dsyms, _, dbid, _ = _parse_elf(ddata, dbg, with_symtab=True)
+                except (OSError, ParseError):
+                    dsyms, dbid = [], None
+                if dsyms and (self.build_id is None or dbid is None or dbid == self.build_id):
+                    self.debug_file = dbg
+                    syms.extend((n, v, d, a, sz, b, "debug", k) for (n, v, d, a, sz, b, t, k) in dsyms if t == ".symtab")
+        out: list[ElfSymbol] = []
+        seen: set[tuple[str, str | None, int]] = set()
+        versioned_at: set[tuple[str, int]] = set()
+        for name, version, default, addr, size, bind, table, kind in syms:
+            key = (name, version, addr)
+            if key in seen:
+                continue
+            # a versioned .dynsym entry makes an unversioned copy of it (from .symtab) redundant
+            if version is None and (name, addr) in versioned_at:
+                continue
+            seen.add(key)
+            if version is not None:
+                versioned_at.add((name, addr))
+            off = _vaddr_to_offset(segments, addr)
+            if off is None:
+                continue
+            out.append(ElfSymbol(name, addr, size, off, version, default, bind, kind, table))
+        self.symbols: tuple[ElfSymbol, ...] = tuple(out)
+        self._by_name: dict[str, list[ElfSymbol]] = {}
+        for s in self.symbols:
+            self._by_name.setdefault(s.name, []).append(s)
+
+    def _find_debug_file(self, debuglink: str | None) -> str | None:
+        cands = []
+        if self.build_id and len(self.build_id) > 2:
+            cands.append(os.path.join(self._debug_root, ".build-id", self.build_id[:2], self.build_id[2:] + ".debug"))
+        if debuglink:
+            d = os.path.dirname(os.path.realpath(self.path))
+            cands += [
+                os.path.join(d, debuglink),
+                os.path.join(d, ".debug", debuglink),
+                os.path.join(self._debug_root + d, debuglink),
+            ]
+        for c in cands:
+            if os.path.isfile(c) and os.path.realpath(c) != os.path.realpath(self.path):
+                return c
+        return None
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._by_name
+
+    def names(self) -> list[str]:
+        """Distinct symbol names, in table order."""
+        return list(self._by_name)
+
+    def lookup(self, name: str) -> ElfSymbol:
+        """The symbol named ``name``; ``name@@VER``/``name@VER`` pick a version.
+
+        Without a version the default version (``@@``) wins, then a global
+        ``.dynsym`` entry, then the first one found.
+
+        :raises NotFoundError: no such function symbol.
+        """
+        base, version, default = _split_version(name)
+        cands = self._by_name.get(base, [])
+        if version is not None:
+            cands = [s for s in cands if s.version == version and (default is None or s.default == default)]
+        if not cands:
+            raise NotFoundError(
+                "function symbol", name, f"it is not in {self.path}; list them with ElfSymbols({self.path!r}).names()"
+            )
+
+        def rank(s: ElfSymbol) -> tuple[int, int, int]:
+            return (0 if s.default else 1, 0 if s.table == ".dynsym" else 1, 0 if s.binding != "local" else 1)
+
+        return min(cands, key=rank)
+
+    def offset(self, name: str) -> int:
+        """File offset of ``name`` (see :meth:`lookup`).
+
+        :raises NotFoundError: no such function symbol.
+        """
+        return self.lookup(name).offset
+
+    def match(self, pattern: str) -> list[ElfSymbol]:
+        """Function symbols matching a glob, one per ``(name, address)``.
+
+        A pattern with ``@`` matches :attr:`ElfSymbol.versioned_name`; otherwise
+        the plain name is matched, and each name keeps its preferred version
+        (see :meth:`lookup`) plus any other address it is defined at.
+
+        :raises ParseError: empty pattern.
+        """
+        if "@" in pattern:
+            by_v: dict[str, ElfSymbol] = {}
+            for s in self.symbols:
+                by_v.setdefault(s.versioned_name, s)
+            return [by_v[n] for n in match(pattern, by_v)]
+        out: list[ElfSymbol] = []
+        for n in match(pattern, self._by_name):
+            best = self.lookup(n)
+            out.append(best)
+            seen = {best.address}
+            for s in self._by_name[n]:
+                if s.address not in seen:
+                    seen.add(s.address)
+                    out.append(s)
+        return out
+
+    def offset_of(self, address: int) -> int:
+        """File offset of a virtual address of this binary.
+
+        :raises NotFoundError: no loadable segment holds ``address``.
+        """
+        off = _vaddr_to_offset(self._segments, address)
+        if off is None:
+            raise NotFoundError("address", hex(address), f"no PT_LOAD segment of {self.path} covers it")
+        return off
+
+
+def _split_version(name: str) -> tuple[str, str | None, bool | None]:
+    if "@@" in name:
+        b, v = name.split("@@", 1)
+        return b, v, True
+    if "@" in name:
+        b, v = name.split("@", 1)
+        return b, v, None
+    return name, None, None
+
+
+def _vaddr_to_offset(segments: Sequence[tuple[int, int, int, int]], addr: int) -> int | None:
+    """``segments``: (p_vaddr, p_offset, p_filesz, p_flags) of PT_LOAD entries."""
+    best = None
+    for vaddr, offset, filesz, flags in segments:
+        if vaddr <= addr < vaddr + filesz:
+            if flags & 1:  # PF_X: executable segment wins
+                return addr - vaddr + offset
+            if best is None:
+                best = addr - vaddr + offset
+    return best
+
+
+# (name, version, default, address, size, binding, table, kind)
+_RawSym = tuple[str, "str | None", bool, int, int, str, str, str]
+
+
+def _parse_elf(
+    data: bytes, source: str, with_symtab: bool = True
+) -> tuple[list[_RawSym], list[tuple[int, int, int, int]], str | None, str | None]:
+    """Function symbols, PT_LOAD segments, build id and debuglink of an ELF image.
+
+    Structure comes from pyelftools; symbol entries are unpacked directly
+    (precompiled ``struct``), which is much faster for large tables.
+
+    :raises ParseError: malformed ELF.
+    """
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        segments = [
+            (seg["p_vaddr"], seg["p_offset"], seg["p_filesz"], seg["p_flags"])
+            for seg in elf.iter_segments()
+            if seg["p_type"] == "PT_LOAD"
+        ]
+        is64 = elf.elfclass == 64
+        little = elf.little_endian
+        build_id = None
+        debuglink = None
+        versym: list[int] | None = None
+        verdefs: dict[int, str] = {}
+        tables: list[tuple[str, int, int, int, int]] = []  # name, offset, size, entsize, strtab index
+        sections = list(elf.iter_sections())
+        for sec in sections:
+            st = sec["sh_type"]
+            if st == "SHT_NOTE" and build_id is None:
+                for note in sec.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID":
+                        build_id = str(note["n_desc"])
+            elif sec.name == ".gnu_debuglink" and st != "SHT_NOBITS":
+                raw = sec.data()
+                end = raw.find(b"\0")
+                debuglink = raw[: end if end >= 0 else len(raw)].decode("utf-8", "replace") or None
+            elif st == "SHT_GNU_versym":
+                raw = sec.data()
+                fmt = ("<" if little else ">") + "H"
+                versym = [v[0] for v in struct.iter_unpack(fmt, raw[: len(raw) // 2 * 2])]
+            elif st == "SHT_GNU_verdef":
+                for verdef, auxes in sec.iter_versions():
+                    for aux in auxes:
+                        verdefs[verdef["vd_ndx"]] = aux.name
+                        break
+            elif st in ("SHT_DYNSYM", "SHT_SYMTAB") and (st == "SHT_DYNSYM" or with_symtab):
+                tables.append((".dynsym" if st == "SHT_DYNSYM" else ".symtab", sec["sh_offset"], sec["sh_size"],
+                               sec["sh_entsize"], sec["sh_link"]))
+        syms: list[_RawSym] = []
+        for table, off, size, entsize, link in sorted(tables, key=lambda t: t[0] != ".dynsym"):
+            if link >= len(sections):
+                raise ParseError(f"{table} links to missing string table {link}", off, source)
+            strsec = sections[link]
+            if strsec["sh_type"] == "SHT_NOBITS":
+                continue
+            stroff, strsize = strsec["sh_offset"], strsec["sh_size"]
+            strtab = data[stroff : stroff + strsize]
+            syms.extend(_read_symbols(data, off, size, entsize, strtab, is64, little, table, source,
+                                      versym if table == ".dynsym" else None, verdefs))
+        return syms, segments, build_id, debuglink
+    except ParseError:
+        raise
+    except (ELFError, Exception) as e:  # pyelftools raises many types on corrupt input
+        raise ParseError(f"not a well-formed ELF file ({type(e).__name__}: {e})", None, source) from e
+
+
+def _read_symbols(
+    data: bytes,
+    off: int,
+    size: int,
+    entsize: int,
+    strtab: bytes,
+    is64: bool,
+    little: bool,
+    table: str,
+    source: str,
+    versym: list[int] | None,
+    verdefs: dict[int, str],
+) -> list[_RawSym]:
+    fmt = _SYM64 if is64 else _SYM32
+    if not little:
+        fmt = struct.Struct(">" + fmt.format[1:])
+    if entsize < fmt.size:
+        raise ParseError(f"{table} entry size {entsize} is smaller than {fmt.size}", off, source)
+    if off + size > len(data):
+        raise ParseError(f"{table} runs past the end of the file", off, source)
+    out: list[_RawSym] = []
+    n = size // entsize
+    for i in range(1, n):
+        pos = off + i * entsize
+        if is64:
+            st_name, st_info, _other, st_shndx, st_value, st_size = fmt.unpack_from(data, pos)
+        else:
+            st_name, st_value, st_size, st_info, _other, st_shndx = fmt.unpack_from(data, pos)
+        typ = st_info & 0xF
+        if typ not in (_STT_FUNC, _STT_GNU_IFUNC):
+            continue
+        if st_shndx == _SHN_UNDEF or (st_shndx >= _SHN_LORESERVE and st_shndx != 0xFFF1):
+            continue
+        if st_value == 0:
+            continue
+        end = strtab.find(b"\0", st_name)
+        if st_name >= len(strtab):
+            continue
+        name = strtab[st_name : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+        if not name:
+            continue
+        version: str | None = None
+        default = True
+        if versym is not None and i < len(versym):
+            v = versym[i]
+            idx = v & 0x7FFF
+            if idx >= 2 and idx in verdefs:
+                version = verdefs[idx]
+                default = not (v & 0x8000)
+        elif "@" in name:
+            name, version, d = _split_version(name)
+            default = bool(d)
+        bind = _STB.get(st_info >> 4, "global")
+        out.append((name, version, default, st_value, st_size, bind, table, "ifunc" if typ == _STT_GNU_IFUNC else "func"))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# library resolution
+
+_LD_CACHE_MAGIC = b"glibc-ld.so.cache1.1"
+_LD_CACHE_HDR = struct.Struct("<20sIIB3xI12x")
+_LD_CACHE_ENTRY = struct.Struct("<iIIIQ")
+_FLAG_ELF_LIBC6 = 0x0003
+_FLAG_X8664_LIB64 = 0x0300
+_OLD_MAGIC = b"ld.so-1.7.0"
+
+_COMMON_DIRS = (
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+
+
+def parse_ld_cache(data: bytes, source: str = "/etc/ld.so.cache") -> list[tuple[str, str, int]]:
+    """Entries ``(soname, path, flags)`` of a glibc ``ld.so.cache`` (format 1.1).
+
+    An old-format (``ld.so-1.7.0``) prefix is skipped.
+
+    :raises ParseError: not a cache file, or a truncated/corrupt one.
+    """
+    start = 0
+    if data.startswith(_OLD_MAGIC):
+        if len(data) < 16:
+            raise ParseError("truncated old-format ld.so.cache header", 0, source)
+        (nold,) = struct.unpack_from("<I", data, 12)
+        start = 16 + nold * 12
+        start = (start + 7) & ~7
+        # the new table follows, aligned to 8 bytes (search a few positions to be lenient)
+        pos = data.find(_LD_CACHE_MAGIC, start if start <= len(data) else len(data))
+        if pos < 0:
+            raise ParseError("old-format ld.so.cache without a new-format table", start, source)
+        start = pos
+    if data[start : start + len(_LD_CACHE_MAGIC)] != _LD_CACHE_MAGIC:
+        raise ParseError("not a glibc ld.so.cache (bad magic)", start, source)
+    if len(data) < start + _LD_CACHE_HDR.size:
+        raise ParseError("truncated ld.so.cache header", start, source)
+    _magic, nlibs, len_strings, _flags, _ext = _LD_CACHE_HDR.unpack_from(data, start)
+    table = start + _LD_CACHE_HDR.size
+    if table + nlibs * _LD_CACHE_ENTRY.size > len(data):
+        raise ParseError(f"ld.so.cache claims {nlibs} entries but is only {len(data)} bytes", table, source)
+    base = start  # string offsets are relative to the new-format header
+
+    def string(off: int, where: int) -> str:
+        p = base + off
+        if not 0 <= p < len(data):
+            raise ParseError(f"string offset {off} out of range", where, source)
+        end = data.find(b"\0", p)
+        if end < 0:
+            raise ParseError(f"unterminated string at {off}", where, source)
+        return data[p:end].decode("utf-8", "replace")
+
+    out = []
+    for i in range(nlibs):
+        pos = table + i * _LD_CACHE_ENTRY.size
+        flags, key, value, _osv, _hwcap = _LD_CACHE_ENTRY.unpack_from(data, pos)
+        out.append((string(key, pos), string(value, pos), flags))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _ld_cache_cached(path: str, mtime_ns: int) -> tuple[tuple[str, str, int], ...]:
+    with open(path, "rb") as f:
+        return tuple(parse_ld_cache(f.read(), path))
+
+
+def ld_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, str, int]]:
+    """Entries of the dynamic linker cache (empty when there is none).
+
+    :raises ParseError: the cache file is corrupt.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []
+    return list(_ld_cache_cached(path, st.st_mtime_ns))
+
+
+def resolve_binary(name: str, *, cache_path: str = "/etc/ld.so.cache") -> str:
+    """Path of a binary or library named ``name``.
+
+    A name with a ``/`` is a path and must exist. Otherwise: an exact soname in
+    the linker cache (``libc.so.6``), then ``lib<name>.so*``/``<name>.so*``
+    (``c``, ``libc``), then the common library directories, then ``$PATH``.
+    64-bit x86 entries of the cache are preferred.
+
+    :raises NotFoundError: nothing of that name is found.
+    """
+    if not name:
+        raise NotFoundError("binary", name, "give a path or a library name such as 'libc.so.6'")
+    if "/" in name:
+        if os.path.exists(name):
+            return os.path.abspath(name)
+        raise NotFoundError("binary", name, "the file does not exist; check the path")
+    try:
+        entries = ld_cache(cache_path)
+    except ParseError:
+        entries = []
+
+    def pick(cands: list[tuple[str, str, int]]) -> str | None:
+        good = [c for c in cands if os.path.exists(c[1])]
+        if not good:
+            return None
+        native = [c for c in good if c[2] & 0xFF00 == _FLAG_X8664_LIB64 and c[2] & 0xFF == _FLAG_ELF_LIBC6]
+        return (native or good)[0][1]
+
+    exact = pick([e for e in entries if e[0] == name])
+    if exact:
+        return exact
+    stems = [name] if name.startswith("lib") else [f"lib{name}", name]
+    for stem in stems:
+        found = pick([e for e in entries if e[0].startswith(stem + ".so")])
+        if found:
+            return found
+    for d in _COMMON_DIRS:
+        for cand in [name] + [f"{s}.so" for s in stems]:
+            p = os.path.join(d, cand)
+            if os.path.isfile(p):
+                return p
+        try:
+            listing = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for stem in stems:
+            for f in listing:
+                if f.startswith(stem + ".so"):
+                    return os.path.join(d, f)
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d, name)
+        if d and os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    raise NotFoundError(
+        "binary", name, "not in the linker cache, the common library directories or $PATH; give its full path"
+    )
