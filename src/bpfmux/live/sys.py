@@ -1593,7 +1593,8 @@ def link_detach(link_fd: Fd | int) -> None:
 
     :raises BpfError: ``EOPNOTSUPP`` this link kind cannot be force-detached.
     """
-    bpf(Cmd.LINK_DETACH, LinkDetachAttr(link_fd=_fdnum(link_fd)), "detaching a link")
+    _bpf_or(Cmd.LINK_DETACH, LinkDetachAttr(link_fd=_fdnum(link_fd)), "detaching a link",
+            {_errno.EOPNOTSUPP: "this link kind cannot be force-detached; close its fd instead"})
 
 
 def iter_create(link_fd: Fd | int) -> Fd:
