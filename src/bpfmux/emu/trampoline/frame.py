@@ -1,0 +1,157 @@
+"""Trampoline frames: the slot layout programs see, and per-call information.
+
+Seed ABI (``multi-attach.md`` §2): the trampoline saves eight u64 slots
+
+====  ==  =========  ===  =========  ===
+slot  0   1 … n      n+1  n+2 … 6    7
+====  ==  =========  ===  =========  ===
+      ip  arg1…argn  ret  0          ret
+====  ==  =========  ===  =========  ===
+
+Multi programs (seed ABI) get ``ctx = &slot[0]``; fentry/fexit/fmod_ret and
+mainline multi programs get ``ctx = &slot[1]``. Before the function runs, the
+ret slots hold 0.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+#: Slots of a trampoline frame.
+SLOTS = 8
+#: Bytes of a trampoline frame.
+FRAME_SIZE = SLOTS * 8
+#: Most arguments a function under a multi link may have (seed layout).
+MAX_ARGS = 6
+#: Most arguments a function may have for its own fentry/fexit/fmod_ret
+#: programs (x86-64 trampolines pass up to 12; the frame grows past 8 slots).
+MAX_ARGS_SINGLE = 12
+#: Slot index of the always-present ret slot.
+RET_SLOT = 7
+U64 = (1 << 64) - 1
+
+_PACK = struct.Struct("<8Q")
+
+
+class ProgKind(enum.IntEnum):
+    """Where a program sits in a trampoline, in execution order."""
+
+    MULTI_ENTRY = 0
+    FENTRY = 1
+    FMOD_RET = 2
+    FEXIT = 3
+    MULTI_EXIT = 4
+
+    @property
+    def is_multi(self) -> bool:
+        """True for programs of a tracing multi link."""
+        return self in (ProgKind.MULTI_ENTRY, ProgKind.MULTI_EXIT)
+
+    @property
+    def sees_ret(self) -> bool:
+        """True for kinds that run after the function (or decide its ret)."""
+        return self in (ProgKind.FEXIT, ProgKind.FMOD_RET, ProgKind.MULTI_EXIT)
+
+
+class Abi(enum.Enum):
+    """Context layout a multi program is written for."""
+
+    #: The seed's design: ``ctx = &ip``; ``ctx[1..6]`` args, ``ctx[7]`` ret.
+    SEED = "seed"
+    #: Mainline 2026 ``fentry.multi``: ``ctx = &arg1``, ip and argument count via helpers.
+    MAINLINE = "mainline"
+
+
+def ctx_slot(kind: ProgKind, abi: Abi) -> int:
+    """First frame slot of the context a program of ``kind`` sees."""
+    return 0 if kind.is_multi and abi is Abi.SEED else 1
+
+
+def view_slots(kind: ProgKind, abi: Abi, nargs: int | None) -> int:
+    """Number of u64 slots a program may read from its ``ctx``.
+
+    ``nargs`` is the traced function's argument count (``None`` for a multi
+    program, which is not bound to one function).
+    """
+    if kind.is_multi:
+        return SLOTS if abi is Abi.SEED else SLOTS - 1
+    assert nargs is not None
+    return nargs + 1 if kind.sees_ret else nargs
+
+
+def frame_slots(nargs: int) -> int:
+    """Slots of the frame for a function with ``nargs`` arguments.
+
+    Eight for the seed layout (``nargs`` ≤ 6); ``nargs + 2`` beyond, where
+    only single-function programs can be attached.
+    """
+    return SLOTS if nargs <= MAX_ARGS else nargs + 2
+
+
+def new_frame(ip: int, args: tuple[int, ...]) -> bytearray:
+    """A fresh frame for a call of a function with ``args`` at ``ip``."""
+    n = len(args)
+    if n <= MAX_ARGS:
+        frame = bytearray(FRAME_SIZE)
+        _PACK.pack_into(frame, 0, ip & U64, *(a & U64 for a in args), *([0] * (SLOTS - 1 - n)))
+        return frame
+    return bytearray(struct.pack(f"<{n + 2}Q", ip & U64, *(a & U64 for a in args), 0))
+
+
+def set_ret(frame: bytearray, nargs: int, ret: int) -> None:
+    """Store ``ret`` in the ret slots (``n+1``, and 7 in the seed layout)."""
+    ret &= U64
+    struct.pack_into("<Q", frame, (nargs + 1) * 8, ret)
+    if nargs < MAX_ARGS:
+        struct.pack_into("<Q", frame, RET_SLOT * 8, ret)
+
+
+def read_slots(frame: bytearray | memoryview) -> tuple[int, ...]:
+    """All slots as unsigned ints."""
+    return struct.unpack_from(f"<{len(frame) // 8}Q", frame, 0)
+
+
+@dataclass(slots=True)
+class CallInfo:
+    """What the tracing helpers need while one program runs.
+
+    One object per call of a traced function; the trampoline updates
+    ``kind``, ``cookie`` and ``slot`` before each program.
+
+    :ivar ip: address of the traced function (``bpf_get_func_ip``).
+    :ivar nargs: its argument count (``bpf_get_func_arg_cnt``).
+    :ivar frame: the frame (``bpf_get_func_arg``/``bpf_get_func_ret`` read it).
+    :ivar kind: the running program's kind.
+    :ivar cookie: the running attachment's cookie (``bpf_get_attach_cookie``).
+    :ivar slot: first slot of the running program's ``ctx``.
+    :ivar abi: the running program's ABI.
+    """
+
+    ip: int
+    nargs: int
+    frame: bytearray
+    kind: ProgKind = ProgKind.FENTRY
+    cookie: int = 0
+    slot: int = 1
+    abi: Abi = Abi.SEED
+
+    def arg(self, i: int) -> int:
+        """Argument ``i`` (0-based) as u64."""
+        return struct.unpack_from("<Q", self.frame, (1 + i) * 8)[0]
+
+    @property
+    def ret(self) -> int:
+        """The current return value (slot ``n+1``)."""
+        return struct.unpack_from("<Q", self.frame, (self.nargs + 1) * 8)[0]
+
+    @property
+    def has_ret(self) -> bool:
+        """True when ``bpf_get_func_ret`` is allowed for the running program."""
+        return self.kind.sees_ret
+
+    def ctx(self, nslots: int | None = None) -> tuple[int, ...]:
+        """The running program's context as u64 values (for Python programs)."""
+        vals = read_slots(self.frame)[self.slot :]
+        return vals if nslots is None else vals[:nslots]
