@@ -1,24 +1,55 @@
 """Smoke tests of the VM tier's guest: the right kernel booted and its kprobes and fentry work.
 
-These use the raw shim in ``guest_bpf.py`` rather than ``bpfmux.live`` so that
-a failure here points at the harness or the guest kernel, not the library.
+They use only the syscall layer (``bpfmux.live.sys``/``live.perf``), hand-built
+instructions and ``bpfmux.btf``, not the link classes, so that a failure here
+points at the harness or the guest kernel rather than at the link code.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
+from contextlib import ExitStack
 from pathlib import Path
 
-import guest_bpf as raw
 import pytest
 
+from bpfmux.btf import Btf
+from bpfmux.isa.insn import Insn, encode
+from bpfmux.live import perf
+from bpfmux.live import sys as bsys
+from bpfmux.uapi import AttachType, MapType, ProgType
+
 REPO = Path(__file__).resolve().parents[2]
+#: Offsets of ``di`` (first argument) and ``ax`` (return value) in x86-64 ``struct pt_regs``.
+PT_REGS_DI, PT_REGS_AX = 14 * 8, 10 * 8
 
 
-def _counter(map_fd: int) -> tuple[int, int]:
-    count, value = struct.unpack("<QQ", raw.map_lookup(map_fd, 0, 16))
-    return count, value
+def counter_prog(map_fd: int, ctx_off: int) -> bytes:
+    """Count runs in slot 0 of array element 0 and store ``*(u64 *)(ctx + ctx_off)`` in slot 1."""
+    return encode(
+        [
+            Insn(0x79, 6, 1, ctx_off, 0),  # r6 = *(u64 *)(r1 + ctx_off)
+            Insn(0x62, 10, 0, -4, 0),  # *(u32 *)(r10 - 4) = 0
+            Insn(0x18, 1, 1, 0, map_fd),  # r1 = map (pseudo map fd)
+            Insn(0xBF, 2, 10, 0, 0),  # r2 = r10
+            Insn(0x07, 2, 0, 0, -4),  # r2 += -4
+            Insn(0x85, 0, 0, 0, 1),  # call bpf_map_lookup_elem
+            Insn(0x15, 0, 0, 3, 0),  # if r0 == 0 goto out
+            Insn(0xB7, 1, 0, 0, 1),  # r1 = 1
+            Insn(0xDB, 0, 1, 0, 0),  # lock *(u64 *)(r0 + 0) += r1
+            Insn(0x7B, 0, 6, 8, 0),  # *(u64 *)(r0 + 8) = r6
+            Insn(0xB7, 0, 0, 0, 0),  # out: r0 = 0
+            Insn(0x95, 0, 0, 0, 0),  # exit
+        ]
+    )
+
+
+def _counter(map_fd: bsys.Fd) -> tuple[int, int]:
+    key, value = ctypes.c_uint32(0), ctypes.create_string_buffer(16)
+    assert bsys.map_lookup_elem(map_fd, key, value)
+    return struct.unpack("<QQ", value.raw)
 
 
 def test_booted_kernel_is_the_harness_kernel(guest_kernel_release: str) -> None:
@@ -48,36 +79,30 @@ def test_guest_kernel_config_has_the_hooks_the_host_lacks() -> None:
 
 def test_fentry_kprobe_and_kretprobe_fire_on_bpf_fentry_test1() -> None:
     """fentry, kprobe and kretprobe on one function; BPF_PROG_TEST_RUN of the fentry program calls it once with a=1."""
-    fds: list[int] = []
-    try:
-        maps = [raw.map_create_array(16, 1) for _ in range(3)]
-        fds += maps
-        btf_id = raw.btf_func_id("bpf_fentry_test1")
-        fentry = raw.prog_load(
-            raw.BPF_PROG_TYPE_TRACING,
-            raw.counter_prog(maps[0], 0),  # args[0] of the tracing context
-            attach_type=raw.BPF_TRACE_FENTRY,
-            attach_btf_id=btf_id,
+    with ExitStack() as stack:
+        maps = [stack.enter_context(bsys.map_create(MapType.ARRAY, 4, 16, 1)) for _ in range(3)]
+        btf_id = Btf.vmlinux().find_ids("bpf_fentry_test1", "func")[0]
+        fentry = stack.enter_context(
+            bsys.prog_load(
+                ProgType.TRACING,
+                counter_prog(maps[0].fd, 0),  # args[0] of the tracing context
+                expected_attach_type=AttachType.TRACE_FENTRY,
+                attach_btf_id=btf_id,
+            )
         )
-        fds.append(fentry)
-        fds.append(raw.link_create(fentry, raw.BPF_TRACE_FENTRY))
-        kprobe = raw.prog_load(raw.BPF_PROG_TYPE_KPROBE, raw.counter_prog(maps[1], raw.PT_REGS_DI))
-        kretprobe = raw.prog_load(raw.BPF_PROG_TYPE_KPROBE, raw.counter_prog(maps[2], raw.PT_REGS_AX))
-        fds += [kprobe, kretprobe]
-        for prog, ret in ((kprobe, False), (kretprobe, True)):
-            ev = raw.kprobe_perf_event("bpf_fentry_test1", retprobe=ret)
-            fds.append(ev)
-            raw.perf_attach_bpf(ev, prog)
+        stack.enter_context(bsys.link_create_tracing(fentry, AttachType.TRACE_FENTRY))
+        for m, ret, off in ((maps[1], False, PT_REGS_DI), (maps[2], True, PT_REGS_AX)):
+            prog = stack.enter_context(bsys.prog_load(ProgType.KPROBE, counter_prog(m.fd, off)))
+            ev = stack.enter_context(perf.open_kprobe("bpf_fentry_test1", retprobe=ret))
+            ev.set_bpf(prog)
+            ev.enable()
 
         assert [_counter(m) for m in maps] == [(0, 0)] * 3
-        assert raw.test_run(fentry) == 0
+        assert bsys.prog_test_run(fentry).retval == 0
         # bpf_fentry_test1(int a) returns a + 1; the test run calls it once with a = 1.
         assert _counter(maps[0]) == (1, 1)
         assert _counter(maps[1]) == (1, 1)
         assert _counter(maps[2]) == (1, 2)
-    finally:
-        for fd in reversed(fds):
-            os.close(fd)
 
 
 def test_bpfmux_features_reports_kprobe_multi_and_fentry() -> None:

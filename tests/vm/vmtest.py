@@ -667,6 +667,9 @@ def guest_pytest_argv(selection: Sequence[str] = GUEST_SELECTION, extra: Sequenc
         "no:cacheprovider",
         "-p",
         "vmtest_report",
+        # hypothesis' pytest plugin costs ~6 s of imports under TCG; a guest test that wants hypothesis imports it.
+        "-p",
+        "no:hypothesispytest",
         "-q",
         "-rA",
         "--color=no",
