@@ -47,7 +47,6 @@ import re
 import selectors
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -344,7 +343,7 @@ mount -t devpts devpts $R/dev/pts
 mount -t tracefs tracefs $R/sys/kernel/tracing || die "tracefs"
 mount -t debugfs debugfs $R/sys/kernel/debug || die "debugfs"
 mount -t bpf bpf $R/sys/fs/bpf || die "bpffs"
-mount -t tmpfs tmpfs $R/tmp || die "tmpfs /tmp"
+# /tmp stays the overlay's (writable, in tmpfs): a tmpfs over it would hide a checkout cloned under /tmp.
 mount -t tmpfs tmpfs $R/run || die "tmpfs /run"
 mkdir -p $R@SHARE@
 mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=$msize vmtestout $R@SHARE@ || die "mount of the result share failed"
@@ -580,65 +579,65 @@ def run_in_vm(
     timed_out = False
     in_command = False
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    interrupted = True  # until the read loop ends normally: then qemu gets time to power off by itself
     try:
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        pending = b""
-        while True:
-            remaining = timeout - (time.monotonic() - t0)
-            if remaining <= 0:
-                timed_out = True
-                break
-            if not sel.select(min(remaining, 1.0)):
-                if proc.poll() is not None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            pending = b""
+            while True:
+                remaining = timeout - (time.monotonic() - t0)
+                if remaining <= 0:
+                    timed_out = True
                     break
-                continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                line = raw.decode(errors="replace").rstrip("\r")
-                console.append(line)
-                if line.startswith(STAGE_MARKER) and line.split()[-1] == "command":
-                    in_command = True
-                    boot_time = time.monotonic() - t0
+                if not sel.select(min(remaining, 1.0)):
+                    if proc.poll() is not None:
+                        break
                     continue
-                if line.startswith(EXIT_MARKER):
-                    word = line[len(EXIT_MARKER) :].strip()
-                    exit_status = int(word) if word.isdigit() else None
-                    in_command = False
-                    if word == "init-failed":
-                        output.append("bpfmux-vmtest: the guest init failed before running the command")
-                    continue
-                if in_command:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace").rstrip("\r")
+                    console.append(line)
+                    if not in_command:
+                        if line.startswith(STAGE_MARKER) and line.split()[-1] == "command":
+                            in_command = True
+                            boot_time = time.monotonic() - t0
+                        elif EXIT_MARKER in line and boot_time is None:
+                            output.append("bpfmux-vmtest: the guest init failed before running the command")
+                        continue
+                    at = line.find(EXIT_MARKER)
+                    if at >= 0:
+                        # The command's last line may lack its newline: keep what precedes the marker.
+                        word = line[at + len(EXIT_MARKER) :].strip()
+                        exit_status = int(word) if word.isdigit() else None
+                        in_command = False
+                        line = line[:at]
+                        if not line:
+                            continue
                     output.append(line)
                     if stream:
                         stream(line)
-        if pending:
-            console.append(pending.decode(errors="replace"))
-        sel.close()
+            if pending:
+                console.append(pending.decode(errors="replace"))
+        interrupted = timed_out
     finally:
+        if proc.poll() is None and not interrupted:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=15)
         if proc.poll() is None:
-            try:
-                proc.wait(timeout=0 if timed_out else 15)
-            except subprocess.TimeoutExpired:
-                pass
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
+            proc.kill()
             proc.wait()
         proc.stdout.close()
-    wall = time.monotonic() - t0
-    files = {}
-    for p in share.iterdir():
-        if p.is_file() and p.name != "cmd.sh":
-            files[p.name] = p.read_bytes()
+        wall = time.monotonic() - t0
+        files = {p.name: p.read_bytes() for p in share.iterdir() if p.is_file() and p.name != "cmd.sh"}
+        if not keep_share:
+            shutil.rmtree(share, ignore_errors=True)
     if exit_status is None and "exit-status" in files:
         text = files["exit-status"].decode().strip()
         exit_status = int(text) if text.isdigit() else None
-    if not keep_share:
-        shutil.rmtree(share, ignore_errors=True)
     return VmResult(
         exit_status=exit_status,
         output="\n".join(output),
