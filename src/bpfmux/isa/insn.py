@@ -56,12 +56,20 @@ class Insn:
         if not -(1 << 15) <= self.off < (1 << 15):
             raise ParseError(f"offset {self.off} does not fit 16 bits")
         if self.opcode == LDDW:
+            if not -(1 << 63) <= self.imm < (1 << 64):
+                raise ParseError(f"lddw immediate {self.imm} does not fit 64 bits")
             v = self.imm & 0xFFFFFFFFFFFFFFFF
             lo, hi = _s32(v & 0xFFFFFFFF), _s32(v >> 32)
             return _INSN.pack(self.opcode, regs, self.off, lo) + _INSN.pack(0, 0, 0, hi)
         if not -(1 << 31) <= self.imm < (1 << 32):
             raise ParseError(f"immediate {self.imm} does not fit 32 bits")
         return _INSN.pack(self.opcode, regs, self.off, _s32(self.imm & 0xFFFFFFFF))
+
+    def __str__(self) -> str:
+        """The instruction in ``llvm-objdump`` syntax (see :mod:`bpfmux.isa.disasm`)."""
+        from .disasm import format_insn
+
+        return format_insn(self)
 
 
 def _s32(v: int) -> int:
@@ -76,11 +84,17 @@ def encode(insns: list[Insn]) -> bytes:
     return b"".join(i.encode() for i in insns)
 
 
-def decode(data: bytes, source: str | None = None) -> list[Insn]:
+def decode(data: bytes, source: str | None = None, *, strict: bool = False) -> list[Insn]:
     """Decode raw instruction bytes into a list of :class:`Insn`.
 
-    :raises ParseError: the length is not a multiple of 8, or an ``lddw`` is
-        cut off.
+    The second slot of an ``lddw`` must be all zero except its ``imm`` (as the
+    kernel requires). With ``strict=True`` every instruction is also checked
+    by :func:`bpfmux.isa.analysis.validate` (known opcode, reserved fields
+    zero, registers r0-r10), and the error names the slot and the field.
+
+    :raises ParseError: the length is not a multiple of 8, an ``lddw`` is
+        cut off or its second slot is malformed, or (``strict``) an
+        instruction is not a valid eBPF instruction.
     """
     if len(data) % 8:
         raise ParseError(f"instruction bytes not a multiple of 8 ({len(data)})", len(data), source)
@@ -94,12 +108,29 @@ def decode(data: bytes, source: str | None = None) -> list[Insn]:
             if i + 1 >= n:
                 raise ParseError("lddw without its second slot", i * 8, source)
             op2, regs2, off2, imm2 = unpack(data, i * 8 + 8)
+            if op2 or regs2 or off2:
+                raise ParseError(
+                    f"malformed lddw at slot {i}: its second slot must have opcode, registers and offset 0 "
+                    f"(got opcode={op2:#04x} regs={regs2:#04x} off={off2})",
+                    i * 8 + 8,
+                    source,
+                )
             value = (imm & 0xFFFFFFFF) | ((imm2 & 0xFFFFFFFF) << 32)
             out.append(Insn(op, regs & 0x0F, regs >> 4, off, value))
             i += 2
         else:
             out.append(Insn(op, regs & 0x0F, regs >> 4, off, imm))
             i += 1
+    if strict:
+        from .analysis import validate
+
+        pos = 0
+        for insn in out:
+            try:
+                validate(insn)
+            except ParseError as e:
+                raise ParseError(f"slot {pos}: {e.message}", pos * 8, source) from None
+            pos += insn.size
     return out
 
 

@@ -84,6 +84,7 @@ class Jmp(enum.IntEnum):
     JLE = 0xB0
     JSLT = 0xC0
     JSLE = 0xD0
+    JCOND = 0xE0  # conditional pseudo-jump (``may_goto``), JMP class only
 
 
 class Atomic(enum.IntEnum):
@@ -96,6 +97,15 @@ class Atomic(enum.IntEnum):
     FETCH = 0x01
     XCHG = 0xE0 | 0x01
     CMPXCHG = 0xF0 | 0x01
+    LOAD_ACQ = 0x100  # load-acquire (``dst = *(src + off)``), any size
+    STORE_REL = 0x110  # store-release (``*(dst + off) = src``), any size
+
+
+class Endian(enum.IntEnum):
+    """Byte-order target of ``ALU | END`` (the source bit); ``ALU64 | END`` is ``bswap``."""
+
+    TO_LE = 0x00
+    TO_BE = 0x08
 
 
 class Pseudo(enum.IntEnum):
@@ -120,3 +130,16 @@ class CallKind(enum.IntEnum):
 
 #: Opcode of the 16-byte ``lddw`` instruction.
 LDDW = Class.LD | Size.DW | Mode.IMM
+
+#: ``BPF_JCOND`` ``src_reg`` value of ``may_goto``.
+MAY_GOTO = 0
+#: ``off`` of ``ALU64 | MOV | X`` that makes it ``addr_space_cast``.
+ADDR_SPACE_CAST = 1
+
+# Whole opcodes that analysis code compares against often.
+JA = Class.JMP | Jmp.JA  #: ``goto +off``
+JA32 = Class.JMP32 | Jmp.JA  #: ``gotol +imm`` (``ja32``)
+CALL = Class.JMP | Jmp.CALL | Source.K  #: helper, bpf-to-bpf or kfunc call
+CALLX = Class.JMP | Jmp.CALL | Source.X  #: indirect call through ``dst``
+EXIT = Class.JMP | Jmp.EXIT  #: return ``r0``
+MAY_GOTO_OP = Class.JMP | Jmp.JCOND  #: ``may_goto +off``

@@ -1,0 +1,731 @@
+"""Classifying, validating and navigating eBPF instructions.
+
+The VM, the verifier and the object loader all need the same questions
+answered about an :class:`~bpfmux.isa.insn.Insn`: is it a jump and where to,
+is it a helper call and which one, which registers does it read and write,
+is it a valid encoding at all. This module answers them, once.
+
+Offsets are counted in *slots* (8-byte units; ``lddw`` takes two), as the
+kernel counts them. :func:`slot_index` maps slots back to list indices.
+
+Validity follows RFC 9669 plus the kernel's extensions up to ISA v4 and
+later (``may_goto``, ``addr_space_cast``, load-acquire/store-release):
+:func:`validate` rejects unknown opcodes, nonzero reserved fields and
+registers above r10 with a :class:`~bpfmux.errors.ParseError` that names the
+instruction and the offending field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import ParseError
+from .insn import Insn
+from .opcodes import (
+    ADDR_SPACE_CAST,
+    CALL,
+    CALLX,
+    EXIT,
+    JA,
+    JA32,
+    LDDW,
+    MAY_GOTO,
+    MAY_GOTO_OP,
+    SIZE_BYTES,
+    Alu,
+    Atomic,
+    CallKind,
+    Class,
+    Jmp,
+    Mode,
+    Pseudo,
+    Size,
+    Source,
+)
+
+__all__ = [
+    "ATOMIC_RMW_OPS",
+    "MAX_REG",
+    "atomic_op",
+    "branch_targets",
+    "call_target",
+    "helper_id",
+    "is_alu",
+    "is_atomic",
+    "is_call",
+    "is_callx",
+    "is_cond_jump",
+    "is_exit",
+    "is_helper_call",
+    "is_jump",
+    "is_kfunc_call",
+    "is_ld_func",
+    "is_ld_map",
+    "is_lddw",
+    "is_legacy_load",
+    "is_load",
+    "is_may_goto",
+    "is_pseudo_call",
+    "is_signed_alu",
+    "is_store",
+    "is_uncond_jump",
+    "jump_offset",
+    "jump_target",
+    "mem_size",
+    "mnemonic",
+    "pseudo",
+    "regs_read",
+    "regs_written",
+    "slot_index",
+    "subprogram_entries",
+    "validate",
+    "validate_program",
+]
+
+#: Highest register number (r10, the read-only frame pointer).
+MAX_REG = 10
+
+#: Read-modify-write atomic operations (``imm`` of ``STX | ATOMIC``), with
+#: their conformance-syntax names. ``| FETCH`` may be added to the first four.
+ATOMIC_RMW_OPS = {Atomic.ADD: "add", Atomic.OR: "or", Atomic.AND: "and", Atomic.XOR: "xor"}
+
+_ALU_NAMES = {
+    Alu.ADD: "add",
+    Alu.SUB: "sub",
+    Alu.MUL: "mul",
+    Alu.DIV: "div",
+    Alu.OR: "or",
+    Alu.AND: "and",
+    Alu.LSH: "lsh",
+    Alu.RSH: "rsh",
+    Alu.NEG: "neg",
+    Alu.MOD: "mod",
+    Alu.XOR: "xor",
+    Alu.MOV: "mov",
+    Alu.ARSH: "arsh",
+    Alu.END: "end",
+}
+_JMP_NAMES = {
+    Jmp.JA: "ja",
+    Jmp.JEQ: "jeq",
+    Jmp.JGT: "jgt",
+    Jmp.JGE: "jge",
+    Jmp.JSET: "jset",
+    Jmp.JNE: "jne",
+    Jmp.JSGT: "jsgt",
+    Jmp.JSGE: "jsge",
+    Jmp.CALL: "call",
+    Jmp.EXIT: "exit",
+    Jmp.JLT: "jlt",
+    Jmp.JLE: "jle",
+    Jmp.JSLT: "jslt",
+    Jmp.JSLE: "jsle",
+    Jmp.JCOND: "may_goto",
+}
+_SIZE_SUFFIX = {Size.B: "b", Size.H: "h", Size.W: "w", Size.DW: "dw"}
+_COND_JMPS = frozenset(
+    {Jmp.JEQ, Jmp.JGT, Jmp.JGE, Jmp.JSET, Jmp.JNE, Jmp.JSGT, Jmp.JSGE, Jmp.JLT, Jmp.JLE, Jmp.JSLT, Jmp.JSLE}
+)
+_ARG_REGS = frozenset({1, 2, 3, 4, 5})
+_CALLER_SAVED = frozenset({0, 1, 2, 3, 4, 5})
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def is_lddw(insn: Insn) -> bool:
+    """``lddw`` (``LD | IMM | DW``), the two-slot 64-bit immediate load."""
+    return insn.opcode == LDDW
+
+
+def is_alu(insn: Insn) -> bool:
+    """An ``ALU`` or ``ALU64`` class instruction (includes ``mov``, ``neg``, byte swaps)."""
+    return insn.opcode & 0x07 in (Class.ALU, Class.ALU64)
+
+
+def is_signed_alu(insn: Insn) -> bool:
+    """``sdiv``/``smod`` (ISA v4: ``DIV``/``MOD`` with ``off == 1``)."""
+    return is_alu(insn) and insn.opcode & 0xF0 in (Alu.DIV, Alu.MOD) and insn.off == 1
+
+
+def is_jump(insn: Insn) -> bool:
+    """A branch: ``ja``, ``ja32``, ``may_goto`` or a conditional jump (not ``call``/``exit``)."""
+    cls = insn.opcode & 0x07
+    if cls not in (Class.JMP, Class.JMP32):
+        return False
+    op = insn.opcode & 0xF0
+    if op in (Jmp.CALL, Jmp.EXIT):
+        return False
+    return cls == Class.JMP or op != Jmp.JCOND
+
+
+def is_cond_jump(insn: Insn) -> bool:
+    """A conditional jump comparing registers (``jeq`` … ``jsle``, 64- or 32-bit)."""
+    return insn.opcode & 0x07 in (Class.JMP, Class.JMP32) and insn.opcode & 0xF0 in _COND_JMPS
+
+
+def is_uncond_jump(insn: Insn) -> bool:
+    """``ja`` (``goto +off``) or ``ja32`` (``gotol +imm``)."""
+    return insn.opcode in (JA, JA32)
+
+
+def is_may_goto(insn: Insn) -> bool:
+    """``may_goto`` (``JMP | JCOND``): falls through until the loop budget runs out, then jumps."""
+    return insn.opcode == MAY_GOTO_OP
+
+
+def is_exit(insn: Insn) -> bool:
+    """``exit``."""
+    return insn.opcode == EXIT
+
+
+def is_call(insn: Insn) -> bool:
+    """Any call: helper, bpf-to-bpf (pseudo), kfunc, or ``callx``."""
+    return insn.opcode in (CALL, CALLX)
+
+
+def is_callx(insn: Insn) -> bool:
+    """``callx``: call through a register."""
+    return insn.opcode == CALLX
+
+
+def is_helper_call(insn: Insn) -> bool:
+    """A call of a helper by its static id (``src == 0``)."""
+    return insn.opcode == CALL and insn.src == CallKind.HELPER
+
+
+def is_pseudo_call(insn: Insn) -> bool:
+    """A bpf-to-bpf call (``src == 1``, ``imm`` = slot offset of the callee)."""
+    return insn.opcode == CALL and insn.src == CallKind.PSEUDO_CALL
+
+
+def is_kfunc_call(insn: Insn) -> bool:
+    """A kfunc call (``src == 2``, ``imm`` = BTF id, ``off`` = module BTF fd index)."""
+    return insn.opcode == CALL and insn.src == CallKind.KFUNC_CALL
+
+
+def helper_id(insn: Insn) -> int | None:
+    """The helper id of a helper call, else ``None``."""
+    return insn.imm if is_helper_call(insn) else None
+
+
+def is_load(insn: Insn) -> bool:
+    """A memory load into ``dst``: ``LDX | MEM`` or ``LDX | MEMSX`` (sign-extending)."""
+    return insn.opcode & 0x07 == Class.LDX and insn.opcode & 0xE0 in (Mode.MEM, Mode.MEMSX)
+
+
+def is_store(insn: Insn) -> bool:
+    """A plain memory store: ``ST | MEM`` (immediate) or ``STX | MEM`` (register)."""
+    return insn.opcode & 0x07 in (Class.ST, Class.STX) and insn.opcode & 0xE0 == Mode.MEM
+
+
+def is_atomic(insn: Insn) -> bool:
+    """``STX | ATOMIC``: read-modify-write, ``xchg``, ``cmpxchg``, load-acquire, store-release."""
+    return insn.opcode & 0x07 == Class.STX and insn.opcode & 0xE0 == Mode.ATOMIC
+
+
+def atomic_op(insn: Insn) -> Atomic | None:
+    """The atomic operation of ``STX | ATOMIC`` without the fetch bit, or ``None``.
+
+    ``XCHG``, ``CMPXCHG``, ``LOAD_ACQ`` and ``STORE_REL`` are returned as they
+    are; for the read-modify-write operations check ``insn.imm & Atomic.FETCH``.
+    """
+    if not is_atomic(insn):
+        return None
+    if insn.imm in (Atomic.XCHG, Atomic.CMPXCHG, Atomic.LOAD_ACQ, Atomic.STORE_REL):
+        return Atomic(insn.imm)
+    try:
+        return Atomic(insn.imm & ~Atomic.FETCH)
+    except ValueError:
+        return None
+
+
+def is_legacy_load(insn: Insn) -> bool:
+    """The legacy packet loads ``LD | ABS`` and ``LD | IND`` (socket filters only)."""
+    return insn.opcode & 0x07 == Class.LD and insn.opcode & 0xE0 in (Mode.ABS, Mode.IND)
+
+
+def mem_size(insn: Insn) -> int:
+    """Access width in bytes of a load, store, atomic or legacy load.
+
+    :raises ParseError: the instruction does not access memory.
+    """
+    cls = insn.opcode & 0x07
+    if cls in (Class.LD, Class.LDX, Class.ST, Class.STX) and insn.opcode != LDDW:
+        return SIZE_BYTES[Size(insn.opcode & 0x18)]
+    raise ParseError(f"{mnemonic(insn)} ({insn.opcode:#04x}) does not access memory")
+
+
+def pseudo(insn: Insn) -> Pseudo | None:
+    """The pseudo kind of an ``lddw`` (``Pseudo.NONE`` for a plain constant), else ``None``."""
+    if insn.opcode != LDDW:
+        return None
+    try:
+        return Pseudo(insn.src)
+    except ValueError:
+        return None
+
+
+def is_ld_map(insn: Insn) -> bool:
+    """``lddw`` of a map reference (fd, index, or a value address in either)."""
+    return insn.opcode == LDDW and insn.src in (
+        Pseudo.MAP_FD,
+        Pseudo.MAP_VALUE,
+        Pseudo.MAP_IDX,
+        Pseudo.MAP_IDX_VALUE,
+    )
+
+
+def is_ld_func(insn: Insn) -> bool:
+    """``lddw`` of a bpf-to-bpf function address (``src == 4``, ``imm`` = slot offset)."""
+    return insn.opcode == LDDW and insn.src == Pseudo.FUNC
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def jump_offset(insn: Insn) -> int:
+    """The branch offset in slots (``imm`` for ``ja32``, else ``off``).
+
+    :raises ParseError: the instruction is not a jump.
+    """
+    if insn.opcode == JA32:
+        return insn.imm
+    if is_jump(insn):
+        return insn.off
+    raise ParseError(f"{mnemonic(insn)} ({insn.opcode:#04x}) is not a jump")
+
+
+def jump_target(insn: Insn, slot: int) -> int:
+    """Slot a jump at ``slot`` branches to (``slot + 1 + offset``).
+
+    :raises ParseError: the instruction is not a jump.
+    """
+    return slot + 1 + jump_offset(insn)
+
+
+def call_target(insn: Insn, slot: int) -> int:
+    """Slot of the callee of a bpf-to-bpf call, or of the function an ``lddw`` func loads.
+
+    :raises ParseError: the instruction is neither a pseudo call nor an ``lddw`` of a function.
+    """
+    if is_pseudo_call(insn):
+        return slot + 1 + insn.imm
+    if is_ld_func(insn):
+        low = insn.imm & 0xFFFFFFFF
+        return slot + 1 + (low - (1 << 32) if low & 0x80000000 else low)
+    raise ParseError(f"{mnemonic(insn)} ({insn.opcode:#04x}) is not a bpf-to-bpf call or function load")
+
+
+def slot_index(insns: Sequence[Insn]) -> dict[int, int]:
+    """Map from slot number to list index for each instruction start."""
+    out: dict[int, int] = {}
+    pos = 0
+    for i, insn in enumerate(insns):
+        out[pos] = i
+        pos += insn.size
+    return out
+
+
+def branch_targets(insns: Sequence[Insn]) -> list[int | None]:
+    """For each instruction the list index it may jump or call to, else ``None``.
+
+    Jumps give their branch target, pseudo calls and function loads their
+    callee. Fall-through is not included.
+
+    :raises ParseError: a target is outside the program or inside an ``lddw``.
+    """
+    index = slot_index(insns)
+    out: list[int | None] = []
+    pos = 0
+    for insn in insns:
+        target: int | None = None
+        if is_jump(insn):
+            target = jump_target(insn, pos)
+        elif is_pseudo_call(insn) or is_ld_func(insn):
+            target = call_target(insn, pos)
+        if target is None:
+            out.append(None)
+        else:
+            if target not in index:
+                raise ParseError(_bad_target(insn, pos, target, sum(i.size for i in insns)), pos * 8)
+            out.append(index[target])
+        pos += insn.size
+    return out
+
+
+def _bad_target(insn: Insn, pos: int, target: int, total: int) -> str:
+    where = "into the middle of an lddw" if 0 <= target < total else f"outside the program ({total} slots)"
+    return f"slot {pos}: {mnemonic(insn)} targets slot {target}, {where}; fix the offset or label"
+
+
+def subprogram_entries(insns: Sequence[Insn]) -> list[int]:
+    """Sorted list indices where subprograms start: 0 and every bpf-to-bpf call or function-load target.
+
+    :raises ParseError: a call target is outside the program or inside an ``lddw``.
+    """
+    index = slot_index(insns)
+    entries = {0} if insns else set()
+    pos = 0
+    for insn in insns:
+        if is_pseudo_call(insn) or is_ld_func(insn):
+            target = call_target(insn, pos)
+            if target not in index:
+                raise ParseError(_bad_target(insn, pos, target, sum(i.size for i in insns)), pos * 8)
+            entries.add(index[target])
+        pos += insn.size
+    return sorted(entries)
+
+
+# --------------------------------------------------------------------------- registers
+
+
+def regs_read(insn: Insn) -> frozenset[int]:
+    """Registers an instruction reads (calls: r1-r5 conservatively; ``exit``: r0).
+
+    Only meaningful for valid instructions.
+    """
+    op = insn.opcode
+    cls = op & 0x07
+    if cls in (Class.ALU, Class.ALU64):
+        aop = op & 0xF0
+        if aop == Alu.MOV:
+            return frozenset({insn.src}) if op & Source.X else frozenset()
+        if aop in (Alu.NEG, Alu.END) or not op & Source.X:
+            return frozenset({insn.dst})
+        return frozenset({insn.dst, insn.src})
+    if cls in (Class.JMP, Class.JMP32):
+        if op == EXIT:
+            return frozenset({0})
+        if op == CALL:
+            return _ARG_REGS
+        if op == CALLX:
+            return _ARG_REGS | {insn.dst}
+        if is_cond_jump(insn):
+            return frozenset({insn.dst, insn.src}) if op & Source.X else frozenset({insn.dst})
+        return frozenset()
+    if cls == Class.LD:
+        if op == LDDW:
+            return frozenset()
+        mode = op & 0xE0
+        return frozenset({6, insn.src}) if mode == Mode.IND else frozenset({6})
+    if cls == Class.LDX:
+        return frozenset({insn.src})
+    if cls == Class.ST:
+        return frozenset({insn.dst})
+    # STX
+    if is_atomic(insn):
+        if insn.imm == Atomic.LOAD_ACQ:
+            return frozenset({insn.src})
+        if insn.imm == Atomic.CMPXCHG:
+            return frozenset({insn.dst, insn.src, 0})
+    return frozenset({insn.dst, insn.src})
+
+
+def regs_written(insn: Insn) -> frozenset[int]:
+    """Registers an instruction writes (calls and legacy loads: r0-r5, as they clobber them).
+
+    Only meaningful for valid instructions.
+    """
+    op = insn.opcode
+    cls = op & 0x07
+    if cls in (Class.ALU, Class.ALU64, Class.LDX):
+        return frozenset({insn.dst})
+    if cls == Class.LD:
+        return frozenset({insn.dst}) if op == LDDW else _CALLER_SAVED
+    if op in (CALL, CALLX):
+        return _CALLER_SAVED
+    if is_atomic(insn):
+        if insn.imm == Atomic.LOAD_ACQ:
+            return frozenset({insn.dst})
+        if insn.imm == Atomic.CMPXCHG:
+            return frozenset({0})
+        if insn.imm & Atomic.FETCH and insn.imm != Atomic.STORE_REL:
+            return frozenset({insn.src})
+    return frozenset()
+
+
+# --------------------------------------------------------------------------- names
+
+
+def mnemonic(insn: Insn) -> str:
+    """Short name of the instruction in the conformance assembler's vocabulary.
+
+    Examples: ``add32``, ``sdiv``, ``movsx816``-style names for sign-extending
+    moves (``movsx832``), ``ldxsh``, ``jeq32``, ``lock fetch add``, ``lddw``,
+    ``call``. Never raises; an unknown encoding is named ``op 0xNN``.
+    """
+    op = insn.opcode
+    cls = op & 0x07
+    unknown = f"op {op:#04x}"
+    if cls in (Class.ALU, Class.ALU64):
+        aop = op & 0xF0
+        name = _ALU_NAMES.get(aop)  # type: ignore[call-overload]
+        if name is None:
+            return unknown
+        wide = cls == Class.ALU64
+        if aop == Alu.END:
+            if wide:
+                return f"bswap{insn.imm}"
+            return f"{'be' if op & Source.X else 'le'}{insn.imm}"
+        if aop in (Alu.DIV, Alu.MOD) and insn.off == 1:
+            name = "s" + name
+        if aop == Alu.MOV and op & Source.X:
+            if wide and insn.off == ADDR_SPACE_CAST:
+                return "addr_space_cast"
+            if insn.off in (8, 16, 32):
+                return f"movsx{insn.off}{64 if wide else 32}"
+        return name if wide else name + "32"
+    if cls in (Class.JMP, Class.JMP32):
+        jop = op & 0xF0
+        name = _JMP_NAMES.get(jop)  # type: ignore[call-overload]
+        if name is None:
+            return unknown
+        if op == CALLX:
+            return "callx"
+        return name + "32" if cls == Class.JMP32 else name
+    size = _SIZE_SUFFIX[Size(op & 0x18)]
+    mode = op & 0xE0
+    if cls == Class.LD:
+        if op == LDDW:
+            return "lddw"
+        if mode == Mode.ABS:
+            return "ldabs" + size
+        if mode == Mode.IND:
+            return "ldind" + size
+        return unknown
+    if cls == Class.LDX:
+        if mode == Mode.MEM:
+            return "ldx" + size
+        if mode == Mode.MEMSX:
+            return "ldxs" + size
+        return unknown
+    if cls == Class.ST:
+        return "st" + size if mode == Mode.MEM else unknown
+    if mode == Mode.MEM:
+        return "stx" + size
+    if mode != Mode.ATOMIC:
+        return unknown
+    suffix = "" if op & 0x18 == Size.DW else "32"
+    if insn.imm == Atomic.LOAD_ACQ:
+        return "ldacq" + size
+    if insn.imm == Atomic.STORE_REL:
+        return "strel" + size
+    if insn.imm == Atomic.XCHG:
+        return "lock xchg" + suffix
+    if insn.imm == Atomic.CMPXCHG:
+        return "lock cmpxchg" + suffix
+    base = ATOMIC_RMW_OPS.get(insn.imm & ~Atomic.FETCH)  # type: ignore[call-overload]
+    if base is None:
+        return "lock ?"
+    return ("lock fetch " if insn.imm & Atomic.FETCH else "lock ") + base + suffix
+
+
+# --------------------------------------------------------------------------- validity
+
+
+def validate(insn: Insn) -> None:
+    """Check that ``insn`` is a valid eBPF instruction.
+
+    Valid means: a known opcode, registers r0-r10, every field the encoding
+    does not use set to zero, and the operation-selecting fields (``off`` of
+    ``sdiv``/``smod``/``movsx``, ``imm`` of byte swaps and atomics, ``src`` of
+    calls and ``lddw``) holding a defined value.
+
+    :raises ParseError: the message names the instruction and the bad field.
+    """
+    op = insn.opcode
+    if not 0 <= op <= 0xFF:
+        raise ParseError(f"opcode {op} does not fit 8 bits")
+    if not 0 <= insn.dst <= MAX_REG:
+        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): dst register r{insn.dst} does not exist (r0-r10)")
+    if not 0 <= insn.src <= 15:
+        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): src field {insn.src} does not fit 4 bits")
+    if not -(1 << 15) <= insn.off < (1 << 15):
+        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): offset {insn.off} does not fit 16 bits")
+    if op == LDDW:
+        _validate_lddw(insn)
+        return
+    if not -(1 << 31) <= insn.imm < (1 << 31):
+        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): immediate {insn.imm} does not fit signed 32 bits")
+    cls = op & 0x07
+    if cls in (Class.ALU, Class.ALU64):
+        _validate_alu(insn)
+    elif cls in (Class.JMP, Class.JMP32):
+        _validate_jmp(insn)
+    else:
+        _validate_mem(insn)
+
+
+def _fail(insn: Insn, what: str) -> ParseError:
+    return ParseError(f"{mnemonic(insn)} ({insn.opcode:#04x}): {what}")
+
+
+def _zero(insn: Insn, *fields: str) -> None:
+    for name in fields:
+        value = getattr(insn, name)
+        if value:
+            raise _fail(insn, f"reserved field {name}={value} must be 0")
+
+
+def _src_reg(insn: Insn) -> None:
+    if insn.src > MAX_REG:
+        raise _fail(insn, f"src register r{insn.src} does not exist (r0-r10)")
+
+
+def _validate_lddw(insn: Insn) -> None:
+    if not -(1 << 63) <= insn.imm < (1 << 64):
+        raise _fail(insn, f"immediate {insn.imm} does not fit 64 bits")
+    if insn.src not in Pseudo._value2member_map_:
+        raise _fail(insn, f"unknown pseudo source {insn.src} (0-6 are defined)")
+    _zero(insn, "off")
+    high = (insn.imm >> 32) & 0xFFFFFFFF
+    if high and insn.src in (Pseudo.MAP_FD, Pseudo.MAP_IDX, Pseudo.FUNC):
+        raise _fail(insn, f"reserved field imm of the second slot={high:#x} must be 0 for {Pseudo(insn.src).name}")
+
+
+def _validate_alu(insn: Insn) -> None:
+    op = insn.opcode
+    aop = op & 0xF0
+    wide = op & 0x07 == Class.ALU64
+    x = op & Source.X
+    if aop not in _ALU_NAMES:
+        raise _fail(insn, f"unknown ALU operation {aop:#04x}")
+    if aop == Alu.END:
+        if wide and x:
+            raise _fail(insn, "ALU64 | END | X is not defined (bswap uses the K form)")
+        if insn.imm not in (16, 32, 64):
+            raise _fail(insn, f"byte swap width imm={insn.imm} must be 16, 32 or 64")
+        _zero(insn, "src", "off")
+        return
+    if aop == Alu.NEG:
+        if x:
+            raise _fail(insn, "neg has no register-source form (use the K form 0x84/0x87)")
+        _zero(insn, "src", "off", "imm")
+        return
+    if aop in (Alu.DIV, Alu.MOD):
+        if insn.off not in (0, 1):
+            raise _fail(insn, f"off={insn.off} must be 0 (unsigned) or 1 (signed)")
+    elif aop == Alu.MOV and x:
+        allowed = (0, 8, 16, 32, ADDR_SPACE_CAST) if wide else (0, 8, 16)
+        if insn.off not in allowed:
+            raise _fail(insn, f"off={insn.off} must be one of {', '.join(map(str, allowed))} (sign-extension width)")
+        if wide and insn.off == ADDR_SPACE_CAST:
+            if insn.imm not in (1, 1 << 16):
+                raise _fail(
+                    insn,
+                    f"off=1 means addr_space_cast, which needs imm 0x1 or 0x10000 (got {insn.imm:#x}); "
+                    "a plain mov needs off=0",
+                )
+            _src_reg(insn)
+            return
+    else:
+        _zero(insn, "off")
+    if x:
+        _src_reg(insn)
+        _zero(insn, "imm")
+    else:
+        _zero(insn, "src")
+
+
+def _validate_jmp(insn: Insn) -> None:
+    op = insn.opcode
+    jop = op & 0xF0
+    j32 = op & 0x07 == Class.JMP32
+    x = op & Source.X
+    if jop not in _JMP_NAMES or (j32 and jop in (Jmp.CALL, Jmp.EXIT, Jmp.JCOND)):
+        raise _fail(insn, f"unknown {'JMP32' if j32 else 'JMP'} operation {jop:#04x}")
+    if jop == Jmp.JA:
+        if x:
+            raise _fail(insn, "ja has no register-source form")
+        _zero(insn, "dst", "src", "off" if j32 else "imm")
+        return
+    if jop == Jmp.CALL:
+        if x:
+            _zero(insn, "src", "off", "imm")
+            return
+        _zero(insn, "dst")
+        if insn.src not in CallKind._value2member_map_:
+            raise _fail(insn, f"unknown call kind src={insn.src} (0 helper, 1 bpf-to-bpf, 2 kfunc)")
+        if insn.src != CallKind.KFUNC_CALL:
+            _zero(insn, "off")
+        return
+    if jop == Jmp.EXIT:
+        if x:
+            raise _fail(insn, "exit has no register-source form")
+        _zero(insn, "dst", "src", "off", "imm")
+        return
+    if jop == Jmp.JCOND:
+        if x:
+            raise _fail(insn, "may_goto has no register-source form")
+        if insn.src != MAY_GOTO:
+            raise _fail(insn, f"unknown conditional pseudo-jump src={insn.src} (0 is may_goto)")
+        _zero(insn, "dst", "imm")
+        return
+    if x:
+        _src_reg(insn)
+        _zero(insn, "imm")
+    else:
+        _zero(insn, "src")
+
+
+def _validate_mem(insn: Insn) -> None:
+    op = insn.opcode
+    cls = op & 0x07
+    mode = op & 0xE0
+    size = op & 0x18
+    if cls == Class.LD:
+        if mode not in (Mode.ABS, Mode.IND) or size == Size.DW:
+            raise _fail(insn, "unknown LD instruction (only lddw and the legacy ABS/IND loads of 1, 2, 4 bytes exist)")
+        if mode == Mode.ABS:
+            _zero(insn, "dst", "src", "off")
+        else:
+            _src_reg(insn)
+            _zero(insn, "dst", "off")
+        return
+    if cls == Class.LDX:
+        if mode not in (Mode.MEM, Mode.MEMSX) or (mode == Mode.MEMSX and size == Size.DW):
+            raise _fail(insn, "unknown LDX instruction (MEM of 1-8 bytes or MEMSX of 1-4 bytes)")
+        _src_reg(insn)
+        _zero(insn, "imm")
+        return
+    if cls == Class.ST:
+        if mode != Mode.MEM:
+            raise _fail(insn, "unknown ST instruction (only MEM mode exists)")
+        _zero(insn, "src")
+        return
+    # STX
+    if mode == Mode.MEM:
+        _src_reg(insn)
+        _zero(insn, "imm")
+        return
+    if mode != Mode.ATOMIC:
+        raise _fail(insn, "unknown STX instruction (MEM or ATOMIC mode)")
+    _src_reg(insn)
+    if insn.imm in (Atomic.LOAD_ACQ, Atomic.STORE_REL):
+        return
+    if size not in (Size.W, Size.DW):
+        raise _fail(insn, "read-modify-write atomics exist only for 4 and 8 bytes")
+    if insn.imm in (Atomic.XCHG, Atomic.CMPXCHG) or insn.imm & ~Atomic.FETCH in ATOMIC_RMW_OPS:
+        return
+    raise _fail(insn, f"unknown atomic operation imm={insn.imm:#x}")
+
+
+def validate_program(insns: Sequence[Insn]) -> None:
+    """Validate every instruction and every jump/call target of a program.
+
+    Checks each instruction with :func:`validate` and that every jump, ``ja32``,
+    ``may_goto``, bpf-to-bpf call and function load lands on an instruction
+    start inside the program. (Semantic checks such as "the last instruction
+    must be an exit" belong to the verifier.)
+
+    :raises ParseError: the message names the slot, the instruction and the problem.
+    """
+    pos = 0
+    for insn in insns:
+        try:
+            validate(insn)
+        except ParseError as e:
+            raise ParseError(f"slot {pos}: {e.message}", pos * 8) from None
+        pos += insn.size
+    branch_targets(insns)
