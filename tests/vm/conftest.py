@@ -47,5 +47,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"vmtest: guest kernel {run.kernel.release} ({run.kernel.package}={run.kernel.version}); "
             f"boot to command {boot}; wall {run.wall_time:.1f}s; exit status {run.exit_status}; in guest: {tally}"
         )
+        if "features.json" in run.files:
+            links = json.loads(run.files["features.json"]).get("link_types", {})
+            have = sorted(k for k, v in links.items() if v.get("supported"))
+            terminalreporter.write_line(f"vmtest: guest link types supported (bpfmux feature probes): {', '.join(have)}")
         log = Path(vmtest.cache_dir()) / "last-run.log"
         log.write_text(run.console)

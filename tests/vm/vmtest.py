@@ -10,7 +10,7 @@ backend's link kinds for those hooks are tested inside a guest instead:
 2. :func:`build_initramfs` writes a busybox-static initramfs (a newc cpio
    archive, gzip'd) whose ``/init`` loads those modules, mounts the host's
    root read-only over virtio-9p with a tmpfs overlay on top, mounts proc,
-   sysfs, devtmpfs, tracefs, debugfs and bpffs, runs one command with stdin
+   sysfs, devtmpfs, tracefs, debugfs, bpffs and cgroup2, runs one command with stdin
    from ``/dev/null``, prints its exit status on the serial console and
    powers off.
 3. :func:`run_in_vm` boots it under ``qemu-system-x86_64`` with software
@@ -343,6 +343,7 @@ mount -t devpts devpts $R/dev/pts
 mount -t tracefs tracefs $R/sys/kernel/tracing || die "tracefs"
 mount -t debugfs debugfs $R/sys/kernel/debug || die "debugfs"
 mount -t bpf bpf $R/sys/fs/bpf || die "bpffs"
+mount -t cgroup2 cgroup2 $R/sys/fs/cgroup || echo "bpfmux-vmtest: init: no cgroup2 (cgroup tests will say so)"
 # /tmp stays the overlay's (writable, in tmpfs): a tmpfs over it would hide a checkout cloned under /tmp.
 mount -t tmpfs tmpfs $R/run || die "tmpfs /run"
 mkdir -p $R@SHARE@
