@@ -423,6 +423,9 @@ def build_initramfs(kernel: Kernel, log=None) -> Path:
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(gzip.compress(cpio.finish(), compresslevel=6, mtime=0))
     tmp.replace(path)
+    for stale in cache_dir().glob("initramfs-*.cpio.gz"):  # older builds (another init script or busybox)
+        if stale != path:
+            stale.unlink(missing_ok=True)
     log(f"vmtest: built {path.name}")
     return path
 
