@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BpfmuxError, ParseError
+from ..errors import BpfmuxError, NotFoundError, ParseError
 from ..isa.insn import decode
 from ..isa.opcodes import LDDW, CallKind, Class, Jmp, Pseudo
 from ..uapi import BtfKind, BtfVarLinkage, MapFlags, MapType
@@ -114,6 +114,9 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
         default_name = path.name.split(".", 1)[0] or "obj"
     try:
         return _Loader(data, name or default_name, source).load()
+    except NotFoundError as err:
+        # a type id or string offset that points nowhere: the object is corrupt
+        raise ParseError(f"malformed BPF object: {err}", None, source) from None
     except BpfmuxError:
         raise
     except (struct.error, IndexError, KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError,
