@@ -1,0 +1,92 @@
+"""Program contexts: what ``r1`` points at, for each program type.
+
+* :mod:`.ptregs` — x86-64 ``struct pt_regs`` (kprobe/uprobe) and
+  ``struct bpf_perf_event_data`` (perf_event);
+* :mod:`.tpformat` — tracepoint records, parsed from tracefs ``format`` files
+  (with a bundled snapshot for machines without tracefs);
+* :mod:`.rawtp` — raw tracepoint ``u64 args[]``;
+* :mod:`.tracing` — trampoline frames (fentry/fexit/fmod_ret, tp_btf, seed and
+  mainline multi programs);
+* :mod:`.skbuff` — the ``__sk_buff`` subset socket filters see;
+* :mod:`.context` — :class:`ContextLayout`, the common description the
+  verifier checks accesses against.
+
+:func:`context_for` picks the layout for a program type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import NotSupportedError
+from ..uapi import AttachType, ProgType
+from .context import ContextLayout, CtxAccess, CtxField
+from .ptregs import perf_event_layout, pt_regs_layout
+from .rawtp import raw_tp_layout
+from .skbuff import socket_filter_layout
+from .tpformat import TracepointFormat, generic_tracepoint_layout, load_format, parse_format
+from .tracing import ArgInfo, FrameView, frame_layout
+
+__all__ = [
+    "ArgInfo", "ContextLayout", "CtxAccess", "CtxField", "FrameView", "TracepointFormat", "context_for",
+    "frame_layout", "frame_view_for", "generic_tracepoint_layout", "load_format", "parse_format",
+    "perf_event_layout", "pt_regs_layout", "raw_tp_layout", "socket_filter_layout",
+]
+
+_MAINLINE_MULTI = {AttachType.TRACE_FENTRY_MULTI, AttachType.TRACE_FEXIT_MULTI, AttachType.TRACE_FSESSION_MULTI}
+
+
+def frame_view_for(attach_type: int | None, multi_func: bool = False) -> FrameView:
+    """The frame view of a ``BPF_PROG_TYPE_TRACING`` program.
+
+    :param multi_func: the program was loaded with the seed's ``BPF_F_MULTI_FUNC``.
+    :raises NotSupportedError: an attach type without a trampoline frame.
+    """
+    if multi_func:
+        return FrameView.SEED_MULTI
+    if attach_type in _MAINLINE_MULTI:
+        return FrameView.MAINLINE_MULTI
+    table = {
+        AttachType.TRACE_FENTRY: FrameView.FENTRY,
+        AttachType.TRACE_FEXIT: FrameView.FEXIT,
+        AttachType.MODIFY_RETURN: FrameView.FMOD_RET,
+        AttachType.TRACE_RAW_TP: FrameView.TP_BTF,
+    }
+    try:
+        return table[AttachType(attach_type)]  # type: ignore[arg-type]
+    except (ValueError, KeyError, TypeError):
+        raise NotSupportedError("tracing attach type", f"no trampoline frame for attach type {attach_type!r}") from None
+
+
+def context_for(prog_type: int, attach_type: int | None = None, *, tracepoint: TracepointFormat | None = None,
+                strict_tracepoint: bool = False, args: Sequence[ArgInfo] | None = None,
+                ret: ArgInfo | None = None, func: str = "", multi_func: bool = False) -> ContextLayout:
+    """The context layout of a program of type ``prog_type``.
+
+    :param tracepoint: for tracepoint programs, the record format (only used
+        with ``strict_tracepoint``, which bounds reads by the record).
+    :param args: for tracing programs, the target's arguments (and ``ret``);
+        without them an untyped 6-argument frame is used.
+    :param multi_func: tracing program loaded with ``BPF_F_MULTI_FUNC``.
+    :raises NotSupportedError: a program type without a context model here.
+    """
+    pt = ProgType(prog_type) if prog_type in ProgType._value2member_map_ else prog_type
+    if pt == ProgType.KPROBE:
+        return pt_regs_layout()
+    if pt == ProgType.PERF_EVENT:
+        return perf_event_layout()
+    if pt == ProgType.TRACEPOINT:
+        if tracepoint is not None:
+            return tracepoint.layout(strict=strict_tracepoint)
+        return generic_tracepoint_layout()
+    if pt in (ProgType.RAW_TRACEPOINT, ProgType.RAW_TRACEPOINT_WRITABLE):
+        return raw_tp_layout()
+    if pt == ProgType.SOCKET_FILTER:
+        return socket_filter_layout()
+    if pt == ProgType.TRACING:
+        view = frame_view_for(attach_type, multi_func)
+        if args is None and view not in (FrameView.SEED_MULTI, FrameView.MAINLINE_MULTI):
+            args = [ArgInfo(f"arg{i}") for i in range(1, 7)]
+        return frame_layout(view, args or (), ret, func)
+    raise NotSupportedError(f"context of program type {prog_type}",
+                            f"bpfmux has no context model for program type {prog_type!r} yet")
