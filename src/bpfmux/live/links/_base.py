@@ -1,0 +1,345 @@
+"""What every live link kind shares: fd ownership, info, update, pinning,
+and reading what a program object says about itself."""
+
+from __future__ import annotations
+
+import contextlib
+import errno as _errno
+import signal
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ...api import Link, MultiLink, Program
+from ...errors import BpfError, NotSupportedError
+from ...uapi import AttachType, LinkType, ProgType
+from .. import sys as _sys
+
+__all__ = ["FdLink", "RawProgram", "expected_attach_type", "prog_fd", "prog_type", "section_info"]
+
+#: errnos that mean "this kernel cannot do that" rather than "you asked wrong"
+UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, 524})  # 524 = ENOTSUPP (kernel-internal)
+
+
+def prog_fd(program: Any) -> int:
+    """The fd number of a program object (a loaded ``Program``, a
+    :class:`RawProgram`, an :class:`~bpfmux.live.sys.Fd` or an int).
+
+    :raises TypeError: the object has no program fd.
+    """
+    if isinstance(program, int):
+        return program
+    if isinstance(program, _sys.Fd):
+        return program.fd
+    fd = getattr(program, "fd", None)
+    if fd is None:
+        raise TypeError(f"{program!r} is not a loaded program (it has no fd)")
+    return fd.fd if isinstance(fd, _sys.Fd) else int(fd)
+
+
+def prog_type(program: Any) -> ProgType | None:
+    """The program's type (from the object, else from the kernel)."""
+    for attr in ("prog_type", "type"):
+        v = getattr(program, attr, None)
+        if v is not None and not callable(v):
+            try:
+                return ProgType(int(v))
+            except (ValueError, TypeError):
+                pass
+    spec = getattr(program, "spec", None)
+    v = getattr(spec, "prog_type", None)
+    if v is not None:
+        return ProgType(int(v))
+    try:
+        return ProgType(_sys.prog_info(prog_fd(program)).type)
+    except (BpfError, TypeError, ValueError):
+        return None
+
+
+def expected_attach_type(program: Any) -> AttachType | None:
+    """The attach type the program was loaded with, ``None`` for none/unknown."""
+    for obj in (program, getattr(program, "spec", None)):
+        v = getattr(obj, "expected_attach_type", None)
+        if v is not None:
+            try:
+                return AttachType(int(v))
+            except ValueError:
+                return None
+    return None
+
+
+def section_info(program: Any):  # -> obj.sections.SectionInfo | None
+    """What the program's ELF section name says (``None`` without a section)."""
+    section = getattr(program, "section", None) or getattr(getattr(program, "spec", None), "section", None)
+    if not section:
+        return None
+    from ...obj.sections import match_section
+
+    info = match_section(section)
+    return info if info.kind is not None else None
+
+
+def not_supported(feature: str, err: BpfError, what: str) -> NotSupportedError:
+    """A :class:`NotSupportedError` for a kernel refusal that means 'missing feature'."""
+    return NotSupportedError(feature, f"{what}: this kernel does not support {feature} ({err})")
+
+
+class FdLink(Link):
+    """A link held through one owned file descriptor (a ``bpf_link`` fd), plus
+    any other descriptors it must keep open (the perf event of a perf-event
+    link). ``close()`` releases them in reverse order of acquisition.
+
+    :ivar kind: the link kind.
+    :ivar target: what it is attached to, as text.
+    :ivar cookie: the BPF cookie given at attach time (``None``: none).
+    """
+
+    kind = "link"
+
+    def __init__(self, program: Any, fd: _sys.Fd | None, target: str, *, owned: Sequence[Any] = (),
+                 cookie: int | None = None) -> None:  # fmt: skip
+        self._program = program
+        self._fd = fd
+        self._owned = list(owned)  # closed after the link fd, last first
+        self.target = target
+        self.cookie = cookie
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- Link API ---------------------------------------------------------
+
+    @property
+    def program(self) -> Program:
+        """The attached program."""
+        return self._program
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
+
+    def close(self) -> None:
+        """Detach: close the link fd, then what it owns. A second call does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            fd, owned = self._fd, self._owned
+            self._owned = []
+        try:
+            if fd is not None:
+                fd.close()
+        finally:
+            for o in reversed(owned):
+                o.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else (f"fd={self._fd.fd}" if self._fd is not None else "open")
+        return f"<{type(self).__name__} {self.kind} {self.target} {state}>"
+
+    # -- kernel link object -----------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``bpf_link`` fd number.
+
+        :raises NotSupportedError: this attachment has no bpf_link (it was
+            made with the ``PERF_EVENT_IOC_SET_BPF`` ioctl).
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        if self._fd is None:
+            raise NotSupportedError("bpf_link", f"this {self.kind} attachment was made without a bpf_link (ioctl)")
+        return self._fd.fd
+
+    @property
+    def has_link(self) -> bool:
+        """True when the attachment is a kernel ``bpf_link``."""
+        return self._fd is not None
+
+    def info(self) -> _sys.LinkInfo:
+        """``BPF_OBJ_GET_INFO_BY_FD`` on the link.
+
+        :raises NotSupportedError: no bpf_link (ioctl attachment).
+        :raises BpfError: the kernel's error.
+        """
+        return _sys.link_info(self.fd)
+
+    @property
+    def id(self) -> int:
+        """The kernel's link id (as ``bpftool link list`` shows it).
+
+        :raises NotSupportedError: no bpf_link (ioctl attachment).
+        """
+        return int(self.info().id)
+
+    @property
+    def link_type(self) -> LinkType:
+        """The kernel's link type.
+
+        :raises NotSupportedError: no bpf_link (ioctl attachment).
+        """
+        return LinkType(self.info().type)
+
+    def update(self, program: Program, old: Program | None = None) -> None:
+        """Replace the attached program atomically (``BPF_LINK_UPDATE``).
+
+        :raises NotSupportedError: this link kind cannot be updated.
+        :raises BpfError: ``EINVAL`` incompatible program, ``EPERM`` ``old``
+            does not match.
+        """
+        try:
+            _sys.link_update(self.fd, prog_fd(program), prog_fd(old) if old is not None else None)
+        except BpfError as e:
+            if e.errno in UNSUPPORTED_ERRNOS:
+                raise NotSupportedError(f"{self.kind} link update", f"the kernel cannot update {self.kind} links ({e})") from e
+            raise
+        self._program = program
+
+    def detach(self) -> None:
+        """Force-detach while keeping the fd (``BPF_LINK_DETACH``); ``close()`` is still needed.
+
+        :raises NotSupportedError: this link kind cannot be force-detached.
+        """
+        try:
+            _sys.link_detach(self.fd)
+        except BpfError as e:
+            if e.errno in UNSUPPORTED_ERRNOS | {_errno.EINVAL}:
+                raise NotSupportedError(f"{self.kind} link detach", f"cannot force-detach a {self.kind} link ({e})") from e
+            raise
+
+    def pin(self, path: str) -> None:
+        """Pin the link in bpffs so it outlives this process.
+
+        :raises BpfError: ``EEXIST`` path taken, ``EPERM`` not on bpffs.
+        """
+        _sys.obj_pin(self.fd, path)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Hold SIGINT/SIGTERM back (in the main thread) while a kernel object is
+    created and handed to its owner, so Ctrl-C cannot fall between the two
+    and leak it; the signal is delivered right after the block.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def close_all(links: Iterable[Any], parallel: bool = False, max_workers: int = 64) -> None:
+    """Close every object, all of them even if some fail or Ctrl-C arrives;
+    the first error is raised at the end. With ``parallel``, closes run on
+    threads (``close(2)`` of a perf event waits for an RCU grace period; many
+    of those overlap when issued from several threads).
+    """
+    items = list(links)
+    if not items:
+        return
+    errors: list[BaseException] = []
+    if not parallel or len(items) == 1:
+        for item in items:
+            try:
+                item.close()
+            except BaseException as e:  # keep closing, re-raise below
+                errors.append(e)
+    else:
+        errors = _close_threaded(items, max_workers)
+    if errors:
+        raise errors[0]
+
+
+def _close_threaded(items: list[Any], max_workers: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    it = iter(items)
+
+    def worker() -> None:
+        while True:
+            with lock:
+                item = next(it, None)
+            if item is None:
+                return
+            try:
+                item.close()
+            except BaseException as e:  # collected, re-raised by the caller
+                with lock:
+                    errors.append(e)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(max_workers, len(items)))]
+    for t in threads:
+        t.start()
+    interrupted: BaseException | None = None
+    for t in threads:
+        while t.is_alive():
+            try:
+                t.join()
+            except BaseException as e:  # Ctrl-C: finish closing first
+                interrupted = interrupted or e
+    if interrupted is not None:
+        errors.insert(0, interrupted)
+    return errors
+
+
+class RawProgram(Program):
+    """A program loaded outside a :class:`~bpfmux.api.Collection` (for
+    example with :func:`bpfmux.live.sys.prog_load`), so it can be attached
+    with the same :meth:`attach`/:meth:`attach_many` as a loaded one.
+
+    :param fd: the program fd; owned (closed by :meth:`close`) when it is an
+        :class:`~bpfmux.live.sys.Fd`.
+    :param prog_type: its program type.
+    :param expected_attach_type: the attach type it was loaded with.
+    :param section: an ELF-style section name (``"uprobe.multi/libc.so.6:str*"``)
+        that says how :meth:`attach` without a target attaches it.
+    """
+
+    def __init__(self, fd: _sys.Fd | int, prog_type: ProgType | int, expected_attach_type: AttachType | int | None = None,
+                 *, name: str = "", section: str = "") -> None:  # fmt: skip
+        self._fd = fd
+        self.prog_type = ProgType(int(prog_type))
+        self.expected_attach_type = AttachType(int(expected_attach_type)) if expected_attach_type is not None else None
+        self.name = name
+        self.section = section
+
+    @property
+    def fd(self) -> int:
+        """The program fd number.
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        return self._fd.fd if isinstance(self._fd, _sys.Fd) else self._fd
+
+    @property
+    def id(self) -> int:
+        """The kernel's program id."""
+        return int(_sys.prog_info(self.fd).id)
+
+    @property
+    def closed(self) -> bool:
+        """True once closed (only an owned fd can be closed)."""
+        return isinstance(self._fd, _sys.Fd) and self._fd.closed
+
+    def close(self) -> None:
+        """Close the program fd if owned. Attachments keep the program alive."""
+        if isinstance(self._fd, _sys.Fd):
+            self._fd.close()
+
+    def attach(self, target: str | None = None, **options: Any) -> Link:
+        """See :func:`bpfmux.live.links.attach`."""
+        from . import attach
+
+        return attach(self, target, **options)
+
+    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> MultiLink:
+        """See :func:`bpfmux.live.links.attach_many`."""
+        from . import attach_many
+
+        return attach_many(self, targets, cookies, **options)
+
+    def __repr__(self) -> str:
+        return f"<RawProgram {self.name or '?'} {self.prog_type.name.lower()} fd={self._fd}>"

@@ -1,0 +1,64 @@
+"""Uprobe/uretprobe links: a kprobe-type program on one instruction of a user
+binary, through the uprobe PMU's perf event (the target is a file and an
+offset in it, so every process mapping the file is traced unless a ``pid``
+is given).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ParseError
+from .. import perf as _perf
+from ..symbols import ElfSymbols, resolve_binary
+from ._base import prog_fd
+from ._targets import parse_uprobe_target
+from .perf_event import PerfEventLink, attach_perf_event
+
+__all__ = ["UprobeLink", "attach_uprobe", "resolve_uprobe"]
+
+
+class UprobeLink(PerfEventLink):
+    """A program on one uprobe or uretprobe (owns its perf event).
+
+    :ivar binary: the resolved binary path.
+    :ivar offset: the file offset probed.
+    """
+
+    kind = "uprobe"
+    binary: str = ""
+    offset: int = 0
+
+
+def resolve_uprobe(spec: str) -> tuple[str, int]:
+    """``"libc.so.6:getpid"`` → (``"/lib/x86_64-linux-gnu/libc.so.6"``, file offset).
+
+    :raises ParseError: malformed target, or a glob where one function is needed.
+    :raises NotFoundError: no such binary or symbol.
+    """
+    t = parse_uprobe_target(spec)
+    path = resolve_binary(t.binary)
+    if t.symbol is None:
+        return path, t.offset
+    if any(c in t.symbol for c in "*?["):
+        raise ParseError(f"{spec!r} is a glob; attach it with attach_many (uprobe_multi)")
+    return path, ElfSymbols(path).offset(t.symbol) + t.offset
+
+
+def attach_uprobe(program: Any, target: str, *, retprobe: bool = False, pid: int = -1, cookie: int | None = None,
+                  ref_ctr_offset: int = 0, via: str | None = None) -> UprobeLink:  # fmt: skip
+    """Attach to ``BINARY:SYMBOL[+OFFSET]`` or ``BINARY:0xFILEOFFSET``.
+
+    :param pid: only this process (``-1``: all).
+    :raises NotSupportedError: no uprobe PMU.
+    :raises NotFoundError: no such binary or symbol.
+    :raises BpfError: the kernel refused.
+    """
+    prog_fd(program)
+    path, offset = resolve_uprobe(target)
+    event = _perf.open_uprobe(path, offset, retprobe=retprobe, pid=pid, ref_ctr_offset=ref_ctr_offset)
+    link = attach_perf_event(program, event, cookie=cookie, via=via, kind="uretprobe" if retprobe else "uprobe",
+                             cls=UprobeLink)  # fmt: skip
+    link.binary, link.offset = path, offset  # type: ignore[attr-defined]
+    link.target = target
+    return link  # type: ignore[return-value]
