@@ -373,21 +373,56 @@ class _Loader:
             e.offset = off
             off += e.size
         self.kconfig_size = off
-        # libbpf fixes the .kconfig / .ksyms DATASECs from the extern layout
-        if self.btf is not None:
-            for t in self.btf:
-                if t.kind == BtfKind.DATASEC and t.name == ".kconfig":
-                    for v in t.vars:
-                        e = externs.get(self.btf[v.type_id].name)
-                        if e is not None:
-                            v.offset, v.size = e.offset, e.size
-                    t.size = off
-                    t.vars.sort(key=lambda v: v.offset)
-                elif t.kind == BtfKind.DATASEC and t.name == ".ksyms":
-                    # each ksym var gets an int-sized slot, as libbpf does
-                    for i, v in enumerate(t.vars):
-                        v.offset, v.size = i * 4, 4
-                    t.size = 4 * len(t.vars)
+        # libbpf fixes the .kconfig / .ksyms DATASECs from the extern layout and
+        # rewrites the extern VARs/FUNCs so that the kernel accepts the BTF
+        # (it refuses extern linkage): kconfig VARs become allocated globals at
+        # their offsets; ksym VARs become int-typed globals, FUNCs in .ksyms
+        # become global FUNCs and their DATASEC slots point to a dummy int VAR.
+        if self.btf is None:
+            return
+        from ..btf import Int, Var
+        from ..uapi import FuncLinkage
+
+        btf = self.btf
+        for t in list(btf):
+            if t.kind != BtfKind.DATASEC or t.name not in (".kconfig", ".ksyms"):
+                continue
+            if t.name == ".kconfig":
+                for v in t.vars:
+                    var = btf[v.type_id]
+                    e = externs.get(var.name)
+                    if e is not None:
+                        v.offset, v.size = e.offset, e.size
+                    if var.kind == BtfKind.VAR:
+                        var.linkage = BtfVarLinkage.GLOBAL_ALLOCATED
+                t.size = off
+                t.vars.sort(key=lambda v: v.offset)
+                continue
+            int_id = self._int_type_id(btf, Int)
+            dummy = None
+            for i, v in enumerate(t.vars):
+                var = btf[v.type_id]
+                if var.kind == BtfKind.FUNC:
+                    if dummy is None:
+                        dummy = btf.add(Var("dummy_ksym", int_id, BtfVarLinkage.GLOBAL_ALLOCATED))
+                    proto = btf[var.type_id]
+                    for prm in getattr(proto, "params", ()):
+                        if prm.type_id and not prm.name:
+                            prm.name = "dummy_ksym"
+                    var.linkage = FuncLinkage.GLOBAL
+                    v.type_id = dummy
+                elif var.kind == BtfKind.VAR:
+                    var.linkage = BtfVarLinkage.GLOBAL_ALLOCATED
+                    var.type_id = int_id
+                v.offset, v.size = i * 4, 4
+            t.size = 4 * len(t.vars)
+
+    @staticmethod
+    def _int_type_id(btf, Int) -> int:
+        for t in btf:
+            if t.kind == BtfKind.INT and btf.sizeof(t) == 4:
+                return t.id
+        return btf.add(Int("int", 4, 1))
 
     # -- maps -------------------------------------------------------------
 

@@ -5,11 +5,13 @@ loaded into: map fds (or emulator handles), the target BTF (CO-RE, kfunc and
 typed-ksym ids) and kernel symbol addresses (untyped ksyms). Both backends
 call it through :meth:`ProgramSpec.instructions`.
 
-CO-RE values come from :mod:`bpfmux.btf.core`; the instruction patching
-follows libbpf's rules (``bpf_core_patch_insn``): ALU immediates, load/store
-offsets (a load's size follows the target field's size), ``lddw``
-immediates; a relocation that cannot be satisfied poisons its instruction
-with ``call 0xbad2310`` so the verifier rejects it only if it is reachable.
+CO-RE values come from :func:`bpfmux.btf.core.resolve` and are patched by
+:func:`bpfmux.btf.core.patch_insn` (libbpf's rules: ALU immediates, load/store
+offsets with size adjustment, ``lddw`` immediates); a relocation that cannot
+be satisfied poisons its instruction with ``call 0xbad2310`` (both slots of
+an ``lddw``) so the verifier rejects it only if it is reachable.
+:func:`apply_core_result` is the same patching for a caller-supplied
+resolver (``core_resolver=``), used to test the loader in isolation.
 """
 
 from __future__ import annotations
@@ -57,15 +59,24 @@ class CoreResult:
 CoreResolver = Callable[["Btf", "Btf", CoreRelo], CoreResult]
 
 
-def _default_resolver() -> CoreResolver:
+def _btf_core_apply(insns: list[Insn], poisoned: dict[int, list[Insn]], prog: ProgramSpec, target_btf: Btf) -> None:
+    """Resolve and patch every CO-RE record through :mod:`bpfmux.btf.core`."""
     try:
-        from ..btf import core  # type: ignore[attr-defined]
+        from ..btf import core, ext
     except ImportError:
         raise NotSupportedError("co-re", "CO-RE relocation needs bpfmux.btf.core, which is not available") from None
-    fn = getattr(core, "resolve_relo", None)
-    if fn is None:
-        raise NotSupportedError("co-re", "bpfmux.btf.core has no resolve_relo(local_btf, target_btf, relo)")
-    return fn
+    for relo in prog.core_relos:
+        erelo = ext.CoreRelo(relo.insn * 8, relo.type_id, relo.access, ext.CoreReloKind(int(relo.kind)))
+        try:
+            res = core.resolve(erelo, prog.btf, target_btf)
+            ins = insns[relo.insn]
+            if res.poison and ins.opcode == LDDW:
+                poison = Insn(_CALL, 0, 0, 0, CORE_POISON_IMM)
+                poisoned[relo.insn] = [poison, poison]  # keep both slots, as libbpf does
+            else:
+                insns[relo.insn] = core.patch_insn(ins, res)
+        except core.CoreRelocationError as err:
+            raise ParseError(f"program {prog.name!r} insn {relo.insn}: {err}") from None
 
 
 def finalize(
@@ -85,10 +96,11 @@ def finalize(
                 "co-re", f"program {prog.name!r} has CO-RE relocations; pass target_btf (e.g. Btf.vmlinux())")
         if prog.btf is None:
             raise ParseError(f"program {prog.name!r} has CO-RE relocations but its object has no BTF")
-        resolver = core_resolver or _default_resolver()
-        for relo in prog.core_relos:
-            res = resolver(prog.btf, target_btf, relo)
-            apply_core_result(insns, poisoned, relo, res, prog.name)
+        if core_resolver is None:
+            _btf_core_apply(insns, poisoned, prog, target_btf)
+        else:
+            for relo in prog.core_relos:
+                apply_core_result(insns, poisoned, relo, core_resolver(prog.btf, target_btf, relo), prog.name)
     fds: dict[str, int] = {}
 
     def fd(name: str) -> int:
