@@ -415,7 +415,23 @@ class Btf:
         words = self._words
         first = self.start_id
         cache: dict[int, bytes] = {}
+        types = self._types
+        pad = self._pad
         for i, o in enumerate(self._offsets):
+            built = types[i + pad]
+            if built is not None:  # an object may have been renamed or replaced since parsing
+                if not built.name:
+                    continue
+                key = built.name.encode("utf-8", "surrogateescape")
+                tid = first + i
+                cur = idx.get(key)
+                if cur is None:
+                    idx[key] = tid
+                elif type(cur) is int:
+                    idx[key] = [cur, tid]
+                else:
+                    cur.append(tid)
+                continue
             no = words[o]
             if not no:
                 continue
@@ -454,6 +470,7 @@ class Btf:
     def reindex(self) -> None:
         """Forget the name index (call after renaming types in place)."""
         self._names = None
+        self.__dict__.pop("_core_flavored", None)
 
     def find_ids(self, name: str, kind: BtfKind | str | int | None = None) -> list[int]:
         """Ids of every type called ``name`` (of ``kind`` if given), base first.
@@ -522,6 +539,7 @@ class Btf:
         for sub in _subobjects(t):
             sub.btf = self
         self._types.append(t)
+        self.__dict__.pop("_core_flavored", None)
         if self._names is not None and t.name:
             key = t.name.encode("utf-8", "surrogateescape")
             cur = self._names.get(key)
@@ -545,7 +563,7 @@ class Btf:
         for sub in _subobjects(t):
             sub.btf = self
         self._types[type_id - self._first] = t
-        self._names = None
+        self.reindex()
 
     def copy(self) -> Btf:
         """A deep, independent copy (every own type rebuilt; the base is shared)."""
