@@ -590,7 +590,7 @@ def _validate_alu(insn: Insn) -> None:
     wide = op & 0x07 == Class.ALU64
     x = op & Source.X
     if aop not in _ALU_NAMES:
-        raise _fail(insn, f"unknown ALU operation {aop:#04x}")
+        raise _fail(insn, f"unknown {'ALU64' if wide else 'ALU'} operation {aop:#04x}")
     if aop == Alu.END:
         if wide and x:
             raise _fail(insn, "ALU64 | END | X is not defined (bswap uses the K form)")

@@ -27,7 +27,7 @@ from .analysis import validate
 from .insn import Insn
 from .opcodes import LDDW
 
-__all__ = ["VALID_OPCODES", "any_insns", "valid_insns", "valid_opcodes"]
+__all__ = ["VALID_OPCODES", "any_insns", "repair_insn", "valid_insns", "valid_opcodes"]
 
 # Field values that select operations (widths, atomics, pseudo kinds, address spaces).
 _SPECIAL_IMMS = (0, 1, 16, 32, 64, 0x10000, 0x01, 0x40, 0x41, 0x50, 0x51, 0xA0, 0xA1, 0xE1, 0xF1, 0x100, 0x110)
@@ -53,8 +53,11 @@ def valid_opcodes() -> tuple[int, ...]:
 VALID_OPCODES = valid_opcodes()
 
 
-def _repair(insn: Insn) -> Insn | None:
-    """Zero the fewest fields that make ``insn`` valid, or ``None``."""
+def repair_insn(insn: Insn) -> Insn | None:
+    """``insn`` with the fewest of its fields zeroed so that it is valid, or ``None`` if that is not enough.
+
+    Useful to turn random field values into a valid instruction of a given opcode.
+    """
     for n in range(len(_FIELDS) + 1):
         for fields in itertools.combinations(_FIELDS, n):
             values = {f: getattr(insn, f) for f in _FIELDS}
@@ -80,7 +83,7 @@ def valid_insns(draw: st.DrawFn) -> Insn:
         imm = draw(st.integers(0, (1 << 64) - 1))
     else:
         imm = draw(st.one_of(st.sampled_from(_SPECIAL_IMMS), st.integers(-(1 << 31), (1 << 31) - 1)))
-    insn = _repair(Insn(op, dst, src, off, imm))
+    insn = repair_insn(Insn(op, dst, src, off, imm))
     assume(insn is not None)
     assert insn is not None
     return insn
