@@ -820,8 +820,13 @@ def create(map_type: MapType | int, key_size: int, value_size: int, max_entries:
         if err.errno == _errno.EINVAL:
             from .features import features
 
-            if not features().map_type(MapType(map_type)).supported:
-                raise NotSupportedError(f"map type {MapType(map_type).name.lower()}") from err
+            try:
+                known = MapType(int(map_type))
+            except ValueError:
+                raise NotSupportedError(f"map type {int(map_type)}",
+                                        f"map type {int(map_type)} is unknown to bpfmux and refused by the kernel") from err
+            if not features().map_type(known).supported:
+                raise NotSupportedError(f"map type {known.name.lower()}") from err
         raise
     try:
         return wrap(fd, name=name or None, btf=btf, key_type_id=key_type_id, value_type_id=value_type_id)

@@ -205,8 +205,8 @@ class _Buf:
     __slots__ = ("addr", "size", "_keep")
 
     def __init__(self, data: Any, size: int | None = None) -> None:
-        if data is None:
-            self.addr, self.size, self._keep = 0, 0, None
+        if data is None or (isinstance(data, bytes | bytearray) and not data):
+            self.addr, self.size, self._keep = 0, 0, None  # empty input: a NULL pointer, as the kernel expects
             return
         if isinstance(data, bytes):
             arr = (ctypes.c_char * max(len(data), 1)).from_buffer_copy(data or b"\0")

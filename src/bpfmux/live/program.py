@@ -1,0 +1,204 @@
+"""Loaded programs of the live kernel.
+
+:class:`LiveProgram` implements :class:`bpfmux.api.Program`: ``attach`` and
+``attach_many`` hand over to :mod:`bpfmux.live.links` (``links.attach(program,
+target, **opts)`` / ``links.attach_many(program, targets, cookies, **opts)``),
+which read ``fd``, ``prog_type``, ``expected_attach_type`` and ``section``
+from the program; ``test_run`` wraps ``BPF_PROG_TEST_RUN``.
+
+:func:`load_insns` loads a program from raw instructions (``list[Insn]`` or
+bytes); :class:`~bpfmux.live.kernel.LiveKernel` uses it for ELF objects.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import api
+from ..errors import BpfError
+from ..isa.insn import Insn, encode
+from ..uapi import AttachType, ProgFlags, ProgType
+from . import sys as _sys
+
+
+class LiveProgram(api.Program):
+    """A program loaded into the running kernel.
+
+    :ivar fd: the owned :class:`~bpfmux.live.sys.Fd`.
+    :ivar name: / :ivar section: program name and ELF section (``""`` for raw).
+    :ivar prog_type: / :ivar expected_attach_type: as loaded.
+    :ivar attach_target: the target the section names (``None`` if none).
+    :ivar spec: the :class:`~bpfmux.obj.ProgramSpec` it came from, if any.
+    :ivar log: the verifier log when one was asked for.
+    """
+
+    def __init__(self, fd: _sys.Fd, *, name: str, prog_type: ProgType | int, section: str = "",
+                 expected_attach_type: AttachType | int | None = None, attach_target: str | None = None,
+                 flags: ProgFlags | int = 0, spec: Any = None, log: str = "") -> None:
+        self.fd = fd
+        self.name = name
+        self.section = section
+        self.prog_type = ProgType(prog_type)
+        self.type = self.prog_type
+        self.expected_attach_type = AttachType(expected_attach_type) if expected_attach_type is not None else None
+        self.attach_target = attach_target
+        self.flags = ProgFlags(flags)
+        self.spec = spec
+        self.log = log
+        self._id: int | None = None
+
+    # --- resource ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the program fd (attached links keep the program alive)."""
+        self.fd.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self.fd.closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"id={self.id}"
+        return f"<LiveProgram {self.name!r} {self.prog_type.name.lower()} {state}>"
+
+    # --- kernel facts ------------------------------------------------------------------
+
+    @property
+    def id(self) -> int:
+        """The kernel's program id.
+
+        :raises BpfError: closed.
+        """
+        if self._id is None:
+            self._id = _sys.prog_info(self.fd).id
+        return self._id
+
+    def info(self) -> _sys.ProgInfo:
+        """Fresh ``bpf_prog_info`` (tag, run counts with stats enabled, …).
+
+        :raises BpfError: closed.
+        """
+        return _sys.prog_info(self.fd)
+
+    @property
+    def tag(self) -> str:
+        """The program tag (hex), as bpftool shows it.
+
+        :raises BpfError: closed.
+        """
+        return bytes(self.info().tag).hex()
+
+    def pin(self, path: str) -> None:
+        """Pin the program in bpffs.
+
+        :raises BpfError: ``EEXIST`` taken, ``EPERM`` not on bpffs.
+        """
+        _sys.obj_pin(self.fd, path)
+
+    # --- running and attaching ----------------------------------------------------------
+
+    def test_run(self, ctx: bytes | None = None, data_in: bytes | None = None, repeat: int = 1, *,
+                 data_size_out: int | None = None, ctx_size_out: int | None = None, flags: int = 0,
+                 cpu: int = 0) -> _sys.TestRunResult:
+        """Run the program once (or ``repeat`` times) with ``BPF_PROG_TEST_RUN``.
+
+        ``ctx`` is the context bytes (for ``syscall``, ``raw_tp``, tracing
+        programs, …), ``data_in`` the packet for networking programs. Output
+        buffers default to the input sizes.
+
+        :returns: :class:`~bpfmux.live.sys.TestRunResult` (``retval``,
+            ``duration_ns``, ``data_out``, ``ctx_out``).
+        :raises BpfError: the program type cannot be test run (``ENOTSUPP``,
+            ``EINVAL`` with a hint).
+        """
+        if data_size_out is None:
+            data_size_out = len(data_in) + 256 if data_in else 0
+        if ctx_size_out is None:
+            ctx_size_out = len(ctx) if ctx and self.prog_type not in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT,
+                                                                      ProgType.TRACING) else 0
+        rep = repeat if self.prog_type not in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT, ProgType.TRACING) else 0
+        return _sys.prog_test_run(self.fd, data_in=data_in, data_size_out=data_size_out, ctx_in=ctx,
+                                  ctx_size_out=ctx_size_out, repeat=rep, flags=flags, cpu=cpu)
+
+    def attach(self, target: str | None = None, **options: Any) -> api.Link:
+        """Attach by section (or to ``target``); see :func:`bpfmux.live.links.attach`.
+
+        :raises NotSupportedError: the kernel lacks this attach kind.
+        :raises BpfError: the kernel refused the attach.
+        """
+        from . import links
+
+        return links.attach(self, target, **options)
+
+    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> api.MultiLink:
+        """Attach to every target at once; see :func:`bpfmux.live.links.attach_many`.
+
+        :raises NotSupportedError: no mechanism fits these targets.
+        :raises BpfError: the kernel refused the attach.
+        """
+        from . import links
+
+        return links.attach_many(self, list(targets), cookies, **options)
+
+
+_FUNC_INFO = struct.Struct("<II")
+_LINE_INFO = struct.Struct("<IIII")
+
+
+def pack_func_info(records: Iterable[tuple[int, int]]) -> bytes:
+    """``struct bpf_func_info`` records (insn_off in slots, type_id)."""
+    return b"".join(_FUNC_INFO.pack(*r) for r in records)
+
+
+def pack_line_info(records: Iterable[tuple[int, int, int, int]]) -> bytes:
+    """``struct bpf_line_info`` records."""
+    return b"".join(_LINE_INFO.pack(*r) for r in records)
+
+
+def load_insns(insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name: str = "", license: str = "GPL",
+               expected_attach_type: AttachType | int | None = None, flags: ProgFlags | int = 0,
+               attach_btf_id: int = 0, attach_btf_obj_fd: _sys.Fd | int | None = None,
+               btf_fd: _sys.Fd | None = None, func_info: bytes = b"", line_info: bytes = b"",
+               kern_version: int = 0, log_level: int = 0, section: str = "", attach_target: str | None = None,
+               spec: Any = None) -> LiveProgram:
+    """Load a program from raw instructions.
+
+    :raises VerifierError: rejected (the message shows the verifier's last
+        lines, with source lines when ``line_info`` and BTF were given).
+    :raises BpfError: any other refusal.
+    """
+    code = insns if isinstance(insns, bytes) else encode(list(insns))
+    log: list[str] = []
+    fd = _sys.prog_load(int(prog_type), code, license, name=name,
+                        expected_attach_type=int(expected_attach_type or 0), prog_flags=int(flags),
+                        kern_version=kern_version, prog_btf_fd=btf_fd if (func_info or line_info) else None,
+                        func_info=func_info, line_info=line_info, attach_btf_id=attach_btf_id,
+                        attach_btf_obj_fd=attach_btf_obj_fd, log_level=log_level,
+                        log_out=log if log_level else None)
+    try:
+        return LiveProgram(fd, name=name, prog_type=prog_type, section=section,
+                           expected_attach_type=expected_attach_type, attach_target=attach_target, flags=flags,
+                           spec=spec, log="".join(log))
+    except BaseException:
+        fd.close()
+        raise
+
+
+def from_id(prog_id: int) -> LiveProgram:
+    """Open the program with kernel id ``prog_id``.
+
+    :raises BpfError: ``ENOENT`` no such program.
+    """
+    fd = _sys.get_fd_by_id(_sys.ObjKind.PROG, prog_id)
+    try:
+        info = _sys.prog_info(fd)
+        return LiveProgram(fd, name=info.name.decode(errors="replace"), prog_type=info.type)
+    except BaseException:
+        fd.close()
+        raise
+
+
+__all__ = ["BpfError", "LiveProgram", "from_id", "load_insns", "pack_func_info", "pack_line_info"]
