@@ -461,7 +461,9 @@ def _probe_link(f: Features, t: LinkType) -> Probe:
                 note = "attach type loads; link not created (it would change the machine's networking)"
                 return Probe(p.supported, note if p.supported else p.detail, "load")
     except BpfError as err:
-        return Probe(False, f"{_ename(err.errno or 0)}: {err.strerror}", "link")
+        stage = "the probe program's load was refused" if "loading program" in (err.strerror or "") else \
+            "link creation was refused"
+        return Probe(False, f"{_ename(err.errno or 0)}: {stage}", "link")
     except OSError as err:
         return Probe(False, f"{_ename(err.errno or 0)}: {err.strerror}", "link")
     return Probe(True, "link created", "link")
