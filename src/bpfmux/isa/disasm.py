@@ -229,11 +229,16 @@ _K_ALU = {
 def format_kernel(insn: Insn) -> str:
     """One instruction in the kernel verifier log's style, e.g. ``(b7) r0 = 0``.
 
-    Immediates of jumps and ``lddw`` print in hex as the kernel does; calls
-    print as ``call #<imm>`` for helpers (the kernel adds the helper's name,
-    which needs the running kernel), ``call pc+<imm>`` for bpf-to-bpf calls
-    and ``call kernel-function#<imm>`` style text is replaced by
-    ``call kfunc#<imm>``. Invalid encodings print ``(xx) <unknown>``.
+    Matches the 6.18 kernel's log text for every instruction the kernel
+    accepts (checked against a live verifier log in
+    ``tests/live/test_isa_kernel_log.py``): immediates of jumps and ``lddw``
+    in hex, helper calls as ``call bpf_<name>#<id>``, bpf-to-bpf calls as
+    ``call pc+<off>``. Where the kernel prints something only it knows, this
+    prints a stand-in: kfunc calls are ``call kfunc#<btf id>`` (the kernel
+    names the function), pseudo ``lddw`` loads are ``map[fd:N]``,
+    ``map[fd:N][0]+OFF``, ``btf_id[N]``, ``func[pc+N]``, ``map[idx:N]``
+    (the kernel prints resolved addresses). Invalid encodings print
+    ``(xx) <unknown>``.
     """
     code = f"({insn.opcode & 0xFF:02x})"
     try:
@@ -266,7 +271,7 @@ def format_kernel(insn: Insn) -> str:
     if cls in (Class.JMP, Class.JMP32):
         jop = op & 0xF0
         if jop == Jmp.JA:
-            return f"{code} goto pc{insn.imm if cls == Class.JMP32 else insn.off:+d}"
+            return f"{code} gotol pc{insn.imm:+d}" if cls == Class.JMP32 else f"{code} goto pc{insn.off:+d}"
         if jop == Jmp.CALL:
             if op & Source.X:
                 return f"{code} callx r{d}"
@@ -274,7 +279,7 @@ def format_kernel(insn: Insn) -> str:
                 return f"{code} call pc{insn.imm:+d}"
             if s == 2:
                 return f"{code} call kfunc#{insn.imm}"
-            return f"{code} call #{insn.imm}"
+            return f"{code} call {_helper_name(insn.imm)}#{insn.imm}"
         if jop == Jmp.EXIT:
             return f"{code} exit"
         if jop == Jmp.JCOND:
@@ -310,7 +315,7 @@ def format_kernel(insn: Insn) -> str:
     if mode == Mode.MEM:
         return f"{code} *({t} *)(r{d} {insn.off:+d}) = r{s}"
     imm = insn.imm
-    p = "r" if size == Size.DW else "w"
+    p = "r"  # the kernel names r registers for 32-bit atomics too
     b = "64" if size == Size.DW else ""
     addr = f"({t} *)(r{d} {insn.off:+d})"
     if imm == Atomic.LOAD_ACQ:
@@ -325,6 +330,16 @@ def format_kernel(insn: Insn) -> str:
     if imm & Atomic.FETCH:
         return f"{code} {p}{s} = atomic{b}_fetch_{name}({addr}, {p}{s})"
     return f"{code} lock *{addr} {sym} {p}{s}"
+
+
+def _helper_name(helper: int) -> str:
+    from ..uapi import HelperId
+
+    try:
+        name = HelperId(helper).name
+    except ValueError:
+        return "unknown"
+    return "unknown" if name == "unspec" else f"bpf_{name}"
 
 
 def _s32(v: int) -> int:
