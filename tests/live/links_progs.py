@@ -121,3 +121,34 @@ def bpftool_links_of_prog(prog_id: int) -> list[dict]:
 
     out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True, check=True).stdout
     return [x for x in json.loads(out or "[]") if int(x.get("prog_id", -1)) == prog_id]
+
+
+STX_DW, ATOMIC_FETCH_ADD = 0x7B, 0x01
+SEQ_SLOT = 63
+
+
+def sequence_insns(map_fd: int, slot: int, tgid: int, seq_slot: int = SEQ_SLOT) -> bytes:
+    """Record the order programs run in: ``counters[slot] = ++counters[seq_slot]``
+    (the shared sequence number is taken with an atomic fetch-add)."""
+    body = [
+        Insn(0x62, 10, 0, -4, seq_slot),  # *(u32 *)(fp - 4) = seq_slot
+        Insn(LDDW, 1, 1, 0, map_fd),
+        Insn(MOV64_REG, 2, 10),
+        Insn(ADD64_IMM, 2, 0, 0, -4),
+        Insn(CALL, 0, 0, 0, MAP_LOOKUP),
+        Insn(JEQ_IMM, 0, 0, None, 0),  # patched: to the tail
+        Insn(MOV64_IMM, 8, 0, 0, 1),
+        Insn(ATOMIC_DW, 0, 8, 0, ATOMIC_FETCH_ADD),  # r8 = fetch_add(*r0, 1)
+        Insn(ADD64_IMM, 8, 0, 0, 1),
+        Insn(0x62, 10, 0, -8, slot),  # *(u32 *)(fp - 8) = slot
+        Insn(LDDW, 1, 1, 0, map_fd),
+        Insn(MOV64_REG, 2, 10),
+        Insn(ADD64_IMM, 2, 0, 0, -8),
+        Insn(CALL, 0, 0, 0, MAP_LOOKUP),
+        Insn(JEQ_IMM, 0, 0, 1, 0),
+        Insn(STX_DW, 0, 8, 0, 0),  # *(u64 *)r0 = r8
+    ]
+    size = sum(i.size for i in body)
+    body[5] = Insn(JEQ_IMM, 0, 0, size - sum(i.size for i in body[:6]), 0)
+    tail = [Insn(MOV64_IMM, 0, 0, 0, 0), Insn(EXIT)]
+    return encode(_tgid_filter(tgid, size) + body + tail)

@@ -270,6 +270,21 @@ class ElfSymbols:
         self._build(data, debug)
 
     @classmethod
+    def cached(cls, path: str) -> ElfSymbols:
+        """The symbols of ``path``, parsed once per file version (path, size,
+        mtime) and then reused.
+
+        :raises NotFoundError: the binary does not exist.
+        :raises ParseError: the file is not a well-formed ELF file.
+        """
+        real = resolve_binary(path)
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            raise NotFoundError("binary", path, f"cannot read it: {e.strerror}") from e
+        return _cached_elf(real, st.st_size, st.st_mtime_ns)
+
+    @classmethod
     def from_bytes(cls, data: bytes, source: str = "<bytes>") -> ElfSymbols:
         """Symbols of an ELF image held in memory (no debug-file lookup).
 
@@ -409,6 +424,11 @@ class ElfSymbols:
         if off is None:
             raise NotFoundError("address", hex(address), f"no PT_LOAD segment of {self.path} covers it")
         return off
+
+
+@lru_cache(maxsize=32)
+def _cached_elf(path: str, size: int, mtime_ns: int) -> ElfSymbols:
+    return ElfSymbols(path)
 
 
 def _split_version(name: str) -> tuple[str, str | None, bool | None]:

@@ -42,7 +42,7 @@ def resolve_uprobe(spec: str) -> tuple[str, int]:
         return path, t.offset
     if any(c in t.symbol for c in "*?["):
         raise ParseError(f"{spec!r} is a glob; attach it with attach_many (uprobe_multi)")
-    return path, ElfSymbols(path).offset(t.symbol) + t.offset
+    return path, ElfSymbols.cached(path).offset(t.symbol) + t.offset
 
 
 def attach_uprobe(program: Any, target: str, *, retprobe: bool = False, pid: int = -1, cookie: int | None = None,

@@ -76,7 +76,7 @@ def resolve_uprobe_targets(targets: Sequence[str], cookies: Sequence[int] | None
             found = [(f"{t.offset:#x}", t.offset)]
         else:
             if path not in elfs:
-                elfs[path] = ElfSymbols(path)
+                elfs[path] = ElfSymbols.cached(path)
             elf = elfs[path]
             if any(c in t.symbol for c in "*?["):
                 found = [(s.name, s.offset + t.offset) for s in elf.match(t.symbol)]
