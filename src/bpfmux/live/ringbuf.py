@@ -115,8 +115,11 @@ class RingBuffer:
         self._closed = True
         self._ep.close()
         self._data.release()
-        self._prod.close()
-        self._cons.close()
+        try:
+            self._prod.close()
+            self._cons.close()
+        except BufferError:  # a caller still holds a view: the mapping goes when it does
+            pass
 
     @property
     def closed(self) -> bool:
@@ -175,18 +178,24 @@ class RingBuffer:
         cons = unpack64(cons_map, 0)[0]
         prod = unpack64(self._prod, 0)[0]
         n = 0
+        batching = self._np is not None and self.batch_callback is not None
+        batch_len = self._dtype.itemsize if batching else -1  # type: ignore[union-attr]
         try:
             while cons < prod:
-                if self._np is not None and self.batch_callback is not None:
+                if batching:
                     k, cons = self._batch(cons, prod)
                     n += k
-                    if cons >= prod:
-                        break
+                    if k:
+                        if cons >= prod:
+                            prod = unpack64(self._prod, 0)[0]
+                        continue
                 off = cons & mask
                 hdr = unpack32(data, off)[0]
                 if hdr & _BUSY:
                     break
                 length = hdr & _LEN_MASK
+                if batching and hdr == batch_len:
+                    continue  # committed since the batch scan: take it with the next batch
                 nxt = cons + ((length + 15) & ~7)
                 if hdr & _DISCARD:
                     self.discarded += 1
@@ -214,11 +223,13 @@ class RingBuffer:
         arr = np.frombuffer(self._data, dtype=self._batch_dtype, count=count, offset=off)  # type: ignore[union-attr]
         good = arr["hdr"] == want  # not busy, not discarded, the expected length
         if not good[0]:
+            del arr, good
             return 0, cons
         if not good.all():
             count = int(np.argmin(good))
             arr = arr[:count]
         events = arr["ev"].copy()
+        del arr, good  # no view into the mapping may outlive this call (close() unmaps)
         cons += count * rec
         _U64.pack_into(self._cons, 0, cons)
         self.batch_callback(events)  # type: ignore[misc]
