@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from bpfmux.errors import NotFoundError, NotSupportedError, VerifierError
+from bpfmux.errors import NotFoundError, NotSupportedError, ParseError, VerifierError
 from bpfmux.live import LiveKernel, maps
 from bpfmux.live.kernel import kernel_config
 from bpfmux.live.ringbuf import RingBuffer
@@ -57,6 +57,12 @@ def test_maps_object_types_and_static_inner_maps(kernel: LiveKernel) -> None:
             assert type(m[name]) is cls, name
         assert m["perf_map"].max_entries == maps.possible_cpus()  # 0 in the object: one slot per CPU
         assert m["array_of_maps"][0] == m["inner_a"].id and m["array_of_maps"][1] == m["inner_b"].id
+        # BTF-decoded values: struct val comes back as a record, dicts go in
+        m["array_map"][1] = {"count": 5, "flags": 1, "tag": b"ab\0\0"}
+        v = m["array_map"][1]
+        assert (v.count, v.flags, v.tag) == (5, 1, b"ab\0\0")
+        with pytest.raises(ParseError):
+            m["array_map"][1] = {"nope": 1}
         # BTF-decoded keys: the hash map's __u64 key comes back as an int
         m["hash_map"][5] = 6
         assert list(m["hash_map"]) == [5]

@@ -117,51 +117,42 @@ class U64ListCodec:
 
 
 class BtfCodec:
-    """A value described by a BTF type, through :mod:`bpfmux.btf.codec`."""
+    """A value described by a BTF type, through :mod:`bpfmux.btf.codec`
+    (structs come back as ``Record`` objects; dicts/Records are accepted on
+    input, as are raw bytes of the exact size)."""
 
-    __slots__ = ("size", "btf", "type", "_impl")
+    __slots__ = ("size", "type", "_impl")
 
-    def __init__(self, btf: Any, type_id: int, size: int, impl: Any) -> None:
-        self.size, self.btf, self.type, self._impl = size, btf, btf[type_id], impl
+    def __init__(self, t: Any, size: int, impl: Any) -> None:
+        self.size, self.type, self._impl = size, t, impl
 
     def encode(self, value: Any) -> bytes:
         """:raises ParseError: the value does not match the type."""
         if isinstance(value, bytes | bytearray) and len(value) == self.size:
             return bytes(value)
-        return bytes(self._impl.encode(self.type, value))
+        try:
+            return bytes(self._impl.encode(value))
+        except ParseError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, struct.error) as err:
+            raise ParseError(f"value {value!r} does not fit {self.type!r}: {err}") from None
 
     def decode(self, data: bytes | bytearray | memoryview) -> Any:
-        return self._impl.decode(self.type, bytes(data[: self.size]))
+        return self._impl.decode(data)
 
     def __repr__(self) -> str:
         return f"BtfCodec({self.type!r})"
 
 
-def _btf_codec_impl(btf: Any) -> Any:
-    """An object with ``encode(type, value)``/``decode(type, data)`` from
-    :mod:`bpfmux.btf.codec`, or None when that module is not available."""
+def _compiled_codec(btf: Any, type_id: int) -> Any:
+    """The compiled :func:`bpfmux.btf.codec.codec` for a type, or None when
+    that module is not available."""
     try:
         from ..btf import codec as btf_codec
     except ImportError:
         return None
-    for factory in ("Codec", "ValueCodec"):
-        cls = getattr(btf_codec, factory, None)
-        if cls is not None:
-            try:
-                return cls(btf)
-            except TypeError:
-                continue
-    if hasattr(btf_codec, "encode") and hasattr(btf_codec, "decode"):
-
-        class _Funcs:
-            def encode(self, t: Any, value: Any) -> bytes:
-                return btf_codec.encode(btf, t, value)
-
-            def decode(self, t: Any, data: bytes) -> Any:
-                return btf_codec.decode(btf, t, data)
-
-        return _Funcs()
-    return None
+    make = getattr(btf_codec, "codec", None)
+    return make(btf, btf[type_id]) if make is not None else None
 
 
 def codec_for(btf: Any, type_id: int, size: int) -> Codec:
@@ -185,7 +176,10 @@ def codec_for(btf: Any, type_id: int, size: int) -> Codec:
         if getattr(t, "is_bool", False) is True:
             return IntCodec(size, False)
         return IntCodec(size, signed)
-    impl = _btf_codec_impl(btf)
+    try:
+        impl = _compiled_codec(btf, type_id)
+    except Exception:  # a type the BTF codec cannot handle: stay raw
+        impl = None
     if impl is None:
         return RawCodec(size)
-    return BtfCodec(btf, type_id, size, impl)
+    return BtfCodec(btf[type_id], size, impl)
