@@ -212,3 +212,32 @@ def test_perfbuf_callback_exception_propagates() -> None:
             with pytest.raises(RuntimeError, match="cb failed"):
                 pb.consume()
             assert pb.delivered == 0 or pb.delivered == 1
+
+
+def test_perfbuf_async_iteration() -> None:
+    with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, maps.possible_cpus(), name="t_perfa") as pa, \
+            PerfBuffer(pa, pages=1, decode=struct.Struct("<Q")) as pb, \
+            s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd.fd, 0x77), name="t_perfa") as p:
+
+        async def main() -> list:
+            asyncio.get_running_loop().call_later(0.05, _run_on, p, 0, 3)
+            out = []
+            async for cpu, value in pb.events():
+                out.append((cpu, value[0]))
+                if len(out) == 3:
+                    break
+            return out
+
+        assert asyncio.run(main()) == [(0, 0x77)] * 3
+
+
+def test_live_kernel_single_object_helpers() -> None:
+    from _live_insns import ret
+
+    from bpfmux.live import LiveKernel
+
+    k = LiveKernel()
+    with k.create_map(MapType.HASH, 4, 4, 2, name="t_kmap") as m, \
+            k.load_program(ret(3), ProgType.SOCKET_FILTER, name="t_kprog") as p:
+        m[1] = 1
+        assert len(m) == 1 and p.test_run(data_in=b"\0" * 64).retval == 3

@@ -174,6 +174,26 @@ class LiveKernel:
                                 "it, but this kernel's BTF has no such function/tracepoint")
         return ids[0]
 
+    # --- single objects --------------------------------------------------------------
+
+    def load_program(self, insns: Any, prog_type: Any, **options: Any) -> LiveProgram:
+        """Load one program from raw instructions (``list[Insn]`` or bytes);
+        options as for :func:`bpfmux.live.program.load_insns`.
+
+        :raises VerifierError: rejected.
+        :raises BpfError: any other refusal.
+        """
+        return load_insns(insns, prog_type, **options)
+
+    def create_map(self, map_type: Any, key_size: int, value_size: int, max_entries: int,
+                   **options: Any) -> _maps.LiveMap:
+        """Create one map; options as for :func:`bpfmux.live.maps.create`.
+
+        :raises NotSupportedError: the kernel has no such map type.
+        :raises BpfError: any other refusal.
+        """
+        return _maps.create(map_type, key_size, value_size, max_entries, **options)
+
     # --- loading -------------------------------------------------------------------
 
     def load(self, spec_or_path: Any, *, programs: Iterable[str] | None = None,
