@@ -361,6 +361,8 @@ _WORDS = st.sampled_from(
         "-1",
         "+1",
         "-32769",
+        "007",
+        "+08",
         "map_fd(",
         ")",
         "func(lbl)",
@@ -378,6 +380,33 @@ def test_fuzz_assembler_tokens(text: str) -> None:
     except ParseError:
         return
     assert decode(encode(insns)) == insns
+
+
+def test_decimal_with_leading_zeros() -> None:
+    assert assemble("mov %r0, 007\nldxw %r0, [%r1+010]\nexit")[:2] == [Insn(0xB7, 0, 0, 0, 7), Insn(0x61, 0, 1, 10, 0)]
+    assert assemble("jeq %r1, 0x0010, +00\nexit")[0] == Insn(0x15, 1, 0, 0, 16)
+
+
+_NUMBER = st.builds(
+    "".join,
+    st.tuples(
+        st.sampled_from(["", "+", "-"]),
+        st.sampled_from(["", "0x", "0X"]),
+        st.text(alphabet="0123456789abcdefABCDEF_\u0661", min_size=0, max_size=22),
+    ),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.sampled_from(["mov %r0, {}", "lddw %r1, {}", "ldxw %r0, [%r1+{}]", "ja {}", "jeq %r1, {}, +0", "call {}"]),
+    _NUMBER,
+)
+def test_fuzz_assembler_numbers(template: str, number: str) -> None:
+    try:
+        assemble(template.format(number) + "\nexit\n")
+    except ParseError:
+        pass
 
 
 @settings(max_examples=3000, deadline=None)

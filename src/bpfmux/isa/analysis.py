@@ -451,8 +451,8 @@ def regs_written(insn: Insn) -> frozenset[int]:
 def mnemonic(insn: Insn) -> str:
     """Short name of the instruction in the conformance assembler's vocabulary.
 
-    Examples: ``add32``, ``sdiv``, ``movsx816``-style names for sign-extending
-    moves (``movsx832``), ``ldxsh``, ``jeq32``, ``lock fetch add``, ``lddw``,
+    Examples: ``add32``, ``sdiv``, ``movsx832`` (sign-extend 8 bits into a
+    32-bit register), ``ldxsh``, ``jeq32``, ``lock fetch add``, ``lddw``,
     ``call``. Never raises; an unknown encoding is named ``op 0xNN``.
     """
     op = insn.opcode

@@ -104,7 +104,7 @@ _PSEUDO_NAMES = {
 _LABEL_RE = re.compile(r"^([A-Za-z_.$][\w.$]*)\s*:\s*(.*)$")
 _NAME_RE = re.compile(r"^[A-Za-z_.$][\w.$]*$")
 _INT_RE = re.compile(r"^([+-]?)(0[xX][0-9a-fA-F]+|[0-9]+)$")
-_REG_RE = re.compile(r"^%r(\d+)$")
+_REG_RE = re.compile(r"^%r([0-9]+)$")
 _MEM_RE = re.compile(r"^\[\s*([^\]+\-\s]+)\s*(?:([+-])\s*([^\]\s]+)\s*)?\]$")
 _PSEUDO_RE = re.compile(r"^([a-z_]+)\s*\((.*)\)$")
 
@@ -144,7 +144,8 @@ class _Line:
         m = _INT_RE.match(text)
         if not m:
             raise self.error(f"Invalid {what}: {text!r} is not a decimal or 0x-hex number")
-        value = int(m.group(2), 0)
+        digits = m.group(2)
+        value = int(digits[2:], 16) if digits[:2].lower() == "0x" else int(digits, 10)
         return (-value if m.group(1) == "-" else value), m.group(2).lower().startswith("0x")
 
     def imm32(self, text: str) -> int:
