@@ -16,6 +16,7 @@ from ..errors import BpfmuxError
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = [
     "btf",
+    "conformance",
     "features",
     "objdump",
 ]

@@ -1,0 +1,56 @@
+"""``bpfmux conformance DIR``: run the bpf_conformance suite in the emulator.
+
+Every ``*.data`` case of DIR runs on the checked and the fast tier (or the
+ones given with ``--tier``); a case passes when ``r0`` equals its expected
+result on each. Failures are listed, then a per-tier tally and finally
+``N passed, M failed``. Exit status 0 when every case passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..emu.conformance import run_suite
+from ..emu.vm import TIERS
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``conformance`` subcommand."""
+    p = subparsers.add_parser("conformance", help="run the eBPF conformance suite on the emulator's tiers",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("directory", type=Path, help="directory of bpf_conformance *.data cases")
+    p.add_argument("--tier", action="append", choices=TIERS,
+                   help="run only this tier (repeatable; default: checked and fast)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every case, not only failures")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.directory.is_dir():
+        print(f"bpfmux: error: {args.directory} is not a directory of conformance cases", file=sys.stderr)
+        return 2
+    tiers = args.tier or list(TIERS)
+    passed = failed = 0
+    per_tier = dict.fromkeys(tiers, 0)
+    for res in run_suite(args.directory, tiers):
+        for t in tiers:
+            per_tier[t] += res.passed_on(t)
+        if res.passed:
+            passed += 1
+            if args.verbose:
+                print(f"PASS {res.name}")
+        else:
+            failed += 1
+            print(f"FAIL {res.name}: {res.reason()}")
+    total = passed + failed
+    if total == 0:
+        print(f"bpfmux: error: no *.data cases in {args.directory}", file=sys.stderr)
+        return 2
+    for t in tiers:
+        print(f"{t} tier: {per_tier[t]} of {total} passed")
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1

@@ -1,0 +1,114 @@
+"""The emulated kernel: an eBPF VM with maps and helpers, in pure Python.
+
+Overview
+========
+
+* :class:`~bpfmux.emu.vm.VM` — one emulated kernel's BPF machinery: an
+  :class:`~bpfmux.emu.memory.AddressSpace`, maps (with emulated fds),
+  programs, the :class:`~bpfmux.emu.helpers.HelperTable`, the current
+  :class:`~bpfmux.emu.runtime.Task`, the :class:`~bpfmux.emu.runtime.Clock`
+  and the CPUs.
+* Two execution tiers with identical results:
+
+  - ``"checked"`` (:mod:`bpfmux.emu.interp`): an interpreter; every load and
+    store is checked against the region it falls in; counts instructions.
+  - ``"fast"`` (:mod:`bpfmux.emu.translate`): each BPF function translated to
+    one Python function (registers are locals, loops are Python loops),
+    compiled once and cached. Accesses still cannot leave their region (a
+    buffer per region), and faults are reported exactly like the checked tier.
+
+* Memory model (:mod:`bpfmux.emu.memory`): programs never touch host memory.
+  A pointer is an integer in an emulated address space where each region
+  (context, stack frame, map value, ring buffer record, packet) has its own
+  4 GiB slot. A bad access raises :class:`bpfmux.errors.EmulatorFault` with
+  ``pc`` (the slot of the instruction) and ``address``.
+
+Semantics are the kernel's: 32-bit operations zero-extend; division by zero
+gives 0 and modulo by zero leaves the dividend (its low 32 bits for 32-bit
+ops); shift amounts are masked; signed division and modulo truncate towards
+zero (``INT_MIN / -1 == INT_MIN``, ``INT_MIN % -1 == 0``); ``movsx``,
+``ldsx``, ``bswap``, ``gotol``, atomics (add/or/and/xor with and without
+fetch, xchg, cmpxchg, load-acquire/store-release), ``may_goto``, legacy
+``ld_abs``/``ld_ind`` (with :attr:`RunContext.packet`), bpf-to-bpf calls with a
+512-byte stack per frame (at most 8 frames), tail calls through prog arrays
+(at most 33 per run), ``lddw`` of maps, map values (global data), functions
+and kernel symbols. ``callx`` calls a function address, or a helper by number
+(as the conformance suite expects).
+
+Quick start
+===========
+
+Create a VM, a map, and load instructions whose map relocations are
+resolved to the map's fd::
+
+    from bpfmux.emu import VM
+    from bpfmux.isa.asm import assemble
+    from bpfmux.uapi import MapType
+
+    vm = VM()                                   # VM(ncpus=2, tier="checked", seed=1, ...)
+    counts = vm.create_map(MapType.HASH, 4, 8, 1024, name="counts")
+    insns = spec.instructions(map_fd=lambda name: maps[name].fd)   # from bpfmux.obj, or
+    insns = assemble("mov32 %r0, 7\\nexit")                         # by hand
+    prog = vm.load(insns, name="p", prog_type=ProgType.SYSCALL)
+
+Run it with a context buffer (``r1`` points at it) and get ``r0`` and the
+context back; choose the tier per run (default: the VM's, ``"fast"``)::
+
+    res = prog.run(b"\\x01\\x02...", tier="checked")
+    res.r0, res.ctx, res.insns           # insns: executed count (checked tier only)
+
+    frame = bytearray(64)                # a bytearray is mapped in place:
+    prog.run(frame, ctx_offset=8)        # the program writes into it; r1 = frame + 8
+
+Per-call context for helpers (what the trampoline layer supplies)::
+
+    from bpfmux.emu import RunContext, FuncCall, Task
+    ctx = RunContext(tracing=FuncCall(ip=0xffffffff81000000, args=[1, 2], retval=3),
+                     cookie=42, task=Task(pid=7, tgid=7, comm="worker"), cpu=0,
+                     kernel_stack=[0xffffffff81000010, 0xffffffff81000020])
+    prog.run(frame, context=ctx)
+
+``RunContext.tracing`` is anything with ``ip``, ``nargs``, ``cookie``,
+``arg(i)``, ``ret`` and ``has_ret`` (the trampoline layer's ``CallInfo``
+fits as is). The clock and current task are settable: ``vm.clock.set(ns)``,
+``vm.task = Task(...)``, ``vm.cpu = 1``.
+
+Register a helper (or a kfunc by BTF id)::
+
+    def my_helper(rs, r1, r2, r3, r4, r5):   # rs: RunState (rs.read/rs.write/rs.context/rs.vm)
+        return r1 + r2
+    vm.helpers.register(200, my_helper, "my_helper")
+    vm.register_kfunc(btf_id, my_kfunc)
+
+Maps implement :class:`bpfmux.api.Map` (a ``MutableMapping``; keys and values
+as ``bytes``, ints packed little-endian, or through a codec such as
+:mod:`bpfmux.btf.codec`), see :mod:`bpfmux.emu.maps`. ``vm.trace_log``
+collects ``bpf_trace_printk`` output.
+
+The conformance runner is :mod:`bpfmux.emu.conformance` (``bpfmux
+conformance DIR``).
+"""
+
+from .helpers import HelperTable
+from .maps import EmuMap, create_map
+from .memory import AddressSpace, Region
+from .runtime import Clock, FuncCall, RunContext, RunState, Task, TracingInfo
+from .vm import TIERS, VM, EmuProgram, RunResult
+
+__all__ = [
+    "TIERS",
+    "VM",
+    "AddressSpace",
+    "Clock",
+    "EmuMap",
+    "EmuProgram",
+    "FuncCall",
+    "HelperTable",
+    "Region",
+    "RunContext",
+    "RunResult",
+    "RunState",
+    "Task",
+    "TracingInfo",
+    "create_map",
+]
