@@ -338,7 +338,7 @@ class RunState:
 
     def finish(self) -> None:
         """Release the frames and run deferred work (end of the outermost run)."""
-        for region in self._frames:
+        for region in reversed(self._frames):  # LIFO pool: the next run gets the same frames at the same depths
             self.vm._release_frame(region)
         self._frames.clear()
         self.frames.clear()
