@@ -40,6 +40,8 @@ class Param:
     signed: bool = False
     pointer: bool = False
     by_value_struct: bool = False
+    #: for pointers to structs/unions: the pointed-to type's name
+    target: str | None = None
 
     def to_u64(self, value: int) -> int:
         """The register value a caller passes for ``value``."""
@@ -106,18 +108,117 @@ class KernelFunction:
 
 @dataclass
 class FunctionTable:
-    """All functions of one emulated kernel."""
+    """All functions of one emulated kernel.
+
+    A table made by :meth:`from_btf` knows every ``FUNC`` of the BTF by name
+    at once and builds a :class:`KernelFunction` the first time one is used.
+    """
 
     _by_name: dict[str, KernelFunction] = field(default_factory=dict)
     _by_id: dict[int, KernelFunction] = field(default_factory=dict)
     _by_addr: dict[int, KernelFunction] = field(default_factory=dict)
+    #: name → FUNC id of functions not built yet (from BTF)
+    _lazy: dict[str, int] = field(default_factory=dict)
+    _lazy_ids: dict[int, str] = field(default_factory=dict)
+    _btf: object = None
+    _addresses: Callable[[str, int], int] | None = None
+    _type_cache: dict[int, Param] = field(default_factory=dict)
+    _proto_cache: dict[int, tuple[tuple[Param, ...], Param]] = field(default_factory=dict)
+
+    @classmethod
+    def from_btf(cls, btf: object, addresses: Callable[[str, int], int] | None = None) -> FunctionTable:
+        """A table of every function (``FUNC``) of ``btf``.
+
+        ``addresses(name, index)`` gives each function's address; by default
+        addresses are assigned deterministically in BTF order from
+        :data:`TEXT_BASE`. Functions with one name appear once (the first).
+        """
+        from ...uapi import BtfKind
+
+        t = cls()
+        t._btf = btf
+        kind_of = btf.kind_of  # type: ignore[attr-defined]
+        for i in range(1, len(btf)):  # type: ignore[arg-type]
+            if kind_of(i) == BtfKind.FUNC:
+                name = btf[i].name  # type: ignore[index]
+                if name not in t._lazy:
+                    t._lazy[name] = i
+                    t._lazy_ids[i] = name
+        order = {n: k for k, n in enumerate(t._lazy)}
+        t._addresses = addresses or (lambda name, index: TEXT_BASE + TEXT_STRIDE * index)
+        t._order = order  # type: ignore[attr-defined]
+        return t
+
+    def _param(self, type_id: int, name: str) -> Param:
+        from ...uapi import BtfKind
+
+        hit = self._type_cache.get(type_id)
+        if hit is None:
+            btf = self._btf
+            k = btf.kind_of(type_id) if type_id else 0  # type: ignore[attr-defined]
+            t = btf[type_id] if type_id else None  # type: ignore[index]
+            if k in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG):
+                hit = self._param(t.type_id, "")  # type: ignore[union-attr]
+            elif k == BtfKind.PTR:
+                hit = Param("", 8, pointer=True, target=self._struct_name(t.type_id))  # type: ignore[union-attr]
+            elif k == BtfKind.INT:
+                hit = Param("", t.size, bool(t.encoding & 1))  # type: ignore[union-attr]
+            elif k in (BtfKind.ENUM, BtfKind.ENUM64):
+                hit = Param("", t.size, bool(getattr(t, "signed", False)))  # type: ignore[union-attr]
+            elif k in (BtfKind.STRUCT, BtfKind.UNION):
+                hit = Param("", t.size, by_value_struct=True)  # type: ignore[union-attr]
+            elif k == 0:
+                hit = VOID
+            else:
+                hit = Param("", 8)
+            self._type_cache[type_id] = hit
+        return Param(name, hit.size, hit.signed, hit.pointer, hit.by_value_struct, hit.target) if name else hit
+
+    def _struct_name(self, type_id: int) -> str | None:
+        from ...uapi import BtfKind
+
+        btf = self._btf
+        while type_id:
+            k = btf.kind_of(type_id)  # type: ignore[attr-defined]
+            t = btf[type_id]  # type: ignore[index]
+            if k in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG):
+                type_id = t.type_id
+                continue
+            return t.name or None if k in (BtfKind.STRUCT, BtfKind.UNION) else None
+        return None
+
+    def _build(self, name: str) -> KernelFunction | None:
+        fid = self._lazy.pop(name, None)
+        if fid is None:
+            return None
+        del self._lazy_ids[fid]
+        btf = self._btf
+        proto_id = btf[fid].type_id  # type: ignore[index]
+        hit = self._proto_cache.get(proto_id)
+        if hit is None:
+            proto = btf[proto_id]  # type: ignore[index]
+            params = tuple(self._param(p.type_id, p.name or f"arg{i}") for i, p in enumerate(proto.params))
+            ret = self._param(proto.return_type_id, "ret") if proto.return_type_id else VOID
+            hit = self._proto_cache[proto_id] = (params, ret)
+        params, ret = hit
+        f = KernelFunction(name, fid, self._addresses(name, self._order[name]), params, ret)  # type: ignore[misc, attr-defined]
+        self._by_name[name] = f
+        self._by_id[fid] = f
+        self._by_addr[f.addr] = f
+        return f
+
+    def _get(self, name: str) -> KernelFunction | None:
+        f = self._by_name.get(name)
+        if f is None and self._lazy:
+            f = self._build(name)
+        return f
 
     def add(self, func: KernelFunction) -> KernelFunction:
         """Add a function; its name, id and address must be new.
 
         :raises ValueError: a function with that name, BTF id or address exists.
         """
-        if func.name in self._by_name:
+        if func.name in self._by_name or func.name in self._lazy:
             raise ValueError(f"function {func.name!r} already exists")
         if func.btf_id and func.btf_id in self._by_id:
             raise ValueError(f"BTF id {func.btf_id} already used by {self._by_id[func.btf_id].name}")
@@ -147,37 +248,52 @@ class FunctionTable:
         ps = tuple(p if isinstance(p, Param) else Param(f"arg{i}", p) for i, p in enumerate(params))
         r = ret if isinstance(ret, Param) else (Param("ret", ret) if ret else VOID)
         if addr is None:
-            addr = max(self._by_addr, default=TEXT_BASE - TEXT_STRIDE) + TEXT_STRIDE
+            addr = self._next_addr()
         return self.add(KernelFunction(name, btf_id, addr, ps, r, body or _default_body))
 
+    def _next_addr(self) -> int:
+        top = max(self._by_addr, default=TEXT_BASE - TEXT_STRIDE)
+        if self._lazy:
+            top = max(top, self._addresses(next(reversed(self._lazy)), len(self._order)))  # type: ignore[misc, attr-defined]
+        return top + TEXT_STRIDE
+
     def __len__(self) -> int:
-        return len(self._by_name)
+        return len(self._by_name) + len(self._lazy)
 
     def __iter__(self) -> Iterator[KernelFunction]:
-        return iter(self._by_name.values())
+        for name in list(self._lazy):
+            self._build(name)
+        return iter(list(self._by_name.values()))
+
+    def names(self) -> list[str]:
+        """Every function name (cheap: builds nothing)."""
+        return [*self._by_name, *self._lazy]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        return name in self._by_name or name in self._lazy
 
     def __getitem__(self, name: str) -> KernelFunction:
-        try:
-            return self._by_name[name]
-        except KeyError:
-            raise NotFoundError("kernel function", name) from None
+        f = self._get(name)
+        if f is None:
+            raise NotFoundError("kernel function", name)
+        return f
 
     def by_id(self, btf_id: int) -> KernelFunction:
         """Look up by BTF id.
 
         :raises NotFoundError: no function has that id.
         """
-        try:
-            return self._by_id[btf_id]
-        except KeyError:
-            raise NotFoundError("kernel function with BTF id", str(btf_id)) from None
+        f = self._by_id.get(btf_id)
+        if f is None:
+            name = self._lazy_ids.get(btf_id)
+            f = self._build(name) if name else None
+        if f is None:
+            raise NotFoundError("kernel function with BTF id", str(btf_id))
+        return f
 
     def has_id(self, btf_id: int) -> bool:
         """True when a function has that BTF id."""
-        return btf_id in self._by_id
+        return btf_id in self._by_id or btf_id in self._lazy_ids
 
     def by_addr(self, addr: int) -> KernelFunction:
         """Look up by address.
@@ -192,13 +308,14 @@ class FunctionTable:
     def glob(self, pattern: str) -> list[KernelFunction]:
         """Functions whose name matches the shell glob, in table order."""
         if not any(c in pattern for c in "*?["):
-            f = self._by_name.get(pattern)
+            f = self._get(pattern)
             return [f] if f else []
-        rx = fnmatch.translate(pattern)
         import re
 
-        m = re.compile(rx).match
-        return [f for n, f in self._by_name.items() if m(n)]
+        m = re.compile(fnmatch.translate(pattern)).match
+        out = [f for n, f in self._by_name.items() if m(n)]
+        out += [self._build(n) for n in [n for n in self._lazy if m(n)]]  # type: ignore[misc]
+        return out
 
 
 # --- the kernel's BPF test functions (net/bpf/test_run.c semantics) ---------
@@ -207,8 +324,8 @@ _I8, _I16, _I32, _I64 = (Param("", 1, True), Param("", 2, True), Param("", 4, Tr
 _U32, _U64, _PTR = Param("", 4), Param("", 8), Param("", 8, pointer=True)
 
 
-def _p(name: str, proto: Param) -> Param:
-    return Param(name, proto.size, proto.signed, proto.pointer, proto.by_value_struct)
+def _p(name: str, proto: Param, target: str | None = None) -> Param:
+    return Param(name, proto.size, proto.signed, proto.pointer, proto.by_value_struct, target or proto.target)
 
 
 def add_test_functions(table: FunctionTable, mem: Memory) -> None:
@@ -254,8 +371,8 @@ def add_test_functions(table: FunctionTable, mem: Memory) -> None:
             _I32,
             lambda a, b, c, d, e, f: a + b + c + d + e + f,
         ),
-        ("bpf_fentry_test7", [_p("arg", _PTR)], _I32, lambda arg: arg),
-        ("bpf_fentry_test8", [_p("arg", _PTR)], _I32, lambda arg: rd(arg, "<Q") if arg else 0),
+        ("bpf_fentry_test7", [_p("arg", _PTR, "bpf_fentry_test_t")], _I32, lambda arg: arg),
+        ("bpf_fentry_test8", [_p("arg", _PTR, "bpf_fentry_test_t")], _I32, lambda arg: rd(arg, "<Q") if arg else 0),
         ("bpf_fentry_test9", [_p("a", _PTR)], _U32, lambda a: rd(a, "<I") if a else 0),
         ("bpf_fentry_test10", [_p("a", _PTR)], _I32, lambda a: a),
         ("bpf_fentry_test_sinfo", [_p("sinfo", _PTR)], _I32, lambda s: 0),
@@ -270,7 +387,6 @@ def add_test_functions(table: FunctionTable, mem: Memory) -> None:
     ]
     for name, params, ret, body in defs:
         if name in table:
-            f = table[name]
-            f.body = body
+            table[name].body = body
         else:
             table.define(name, params, _p("ret", ret), body)
