@@ -313,10 +313,13 @@ class ElfSymbols:
                 if dsyms and (self.build_id is None or dbid is None or dbid == self.build_id):
                     self.debug_file = dbg
                     syms.extend((n, v, d, a, sz, b, "debug", k) for (n, v, d, a, sz, b, t, k) in dsyms if t == ".symtab")
-        out: list[ElfSymbol] = []
+        # deduplicate on (name, version, address); ElfSymbol objects are made on demand
+        rows: list[_RawSym] = []
         seen: set[tuple[str, str | None, int]] = set()
         versioned_at: set[tuple[str, int]] = set()
-        for name, version, default, addr, size, bind, table, kind in syms:
+        by_name: dict[str, list[int]] = {}
+        for row in syms:
+            name, version, _default, addr = row[0], row[1], row[2], row[3]
             key = (name, version, addr)
             if key in seen:
                 continue
@@ -326,14 +329,36 @@ class ElfSymbols:
             seen.add(key)
             if version is not None:
                 versioned_at.add((name, addr))
-            off = _vaddr_to_offset(segments, addr)
-            if off is None:
-                continue
-            out.append(ElfSymbol(name, addr, size, off, version, default, bind, kind, table))
-        self.symbols: tuple[ElfSymbol, ...] = tuple(out)
-        self._by_name: dict[str, list[ElfSymbol]] = {}
-        for s in self.symbols:
-            self._by_name.setdefault(s.name, []).append(s)
+            by_name.setdefault(name, []).append(len(rows))
+            rows.append(row)
+        self._rows = rows
+        self._by_name_rows = by_name
+        self._row_sym: dict[int, ElfSymbol | None] = {}
+        self._all: tuple[ElfSymbol, ...] | None = None
+
+    def _sym_at(self, i: int) -> ElfSymbol | None:
+        """The symbol of row ``i`` (``None``: its address is in no loadable segment)."""
+        try:
+            return self._row_sym[i]
+        except KeyError:
+            pass
+        name, version, default, addr, size, bind, table, kind = self._rows[i]
+        off = _vaddr_to_offset(self._segments, addr)
+        sym = ElfSymbol(name, addr, size, off, version, default, bind, kind, table) if off is not None else None
+        self._row_sym[i] = sym
+        return sym
+
+    def _syms(self, name: str) -> list[ElfSymbol]:
+        """The symbols called ``name``, in table order."""
+        return [s for i in self._by_name_rows.get(name, ()) if (s := self._sym_at(i)) is not None]
+
+    @property
+    def symbols(self) -> tuple[ElfSymbol, ...]:
+        """Every defined function symbol, deduplicated on ``(name, version,
+        address)``, ``.dynsym`` entries first (built on first use)."""
+        if self._all is None:
+            self._all = tuple(s for i in range(len(self._rows)) if (s := self._sym_at(i)) is not None)
+        return self._all
 
     def _find_debug_file(self, debuglink: str | None) -> str | None:
         cands = []
@@ -355,11 +380,11 @@ class ElfSymbols:
         return len(self.symbols)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._by_name
+        return isinstance(name, str) and bool(self._syms(name))
 
     def names(self) -> list[str]:
         """Distinct symbol names, in table order."""
-        return list(self._by_name)
+        return [n for n in self._by_name_rows if self._syms(n)]
 
     def lookup(self, name: str) -> ElfSymbol:
         """The symbol named ``name``; ``name@@VER``/``name@VER`` pick a version.
@@ -370,7 +395,7 @@ class ElfSymbols:
         :raises NotFoundError: no such function symbol.
         """
         base, version, default = _split_version(name)
-        cands = self._by_name.get(base, [])
+        cands = self._syms(base)
         if version is not None:
             cands = [s for s in cands if s.version == version and (default is None or s.default == default)]
         if not cands:
@@ -405,11 +430,13 @@ class ElfSymbols:
                 by_v.setdefault(s.versioned_name, s)
             return [by_v[n] for n in match(pattern, by_v)]
         out: list[ElfSymbol] = []
-        for n in match(pattern, self._by_name):
+        for n in match(pattern, self._by_name_rows):
+            if not self._syms(n):
+                continue
             best = self.lookup(n)
             out.append(best)
             seen = {best.address}
-            for s in self._by_name[n]:
+            for s in self._syms(n):
                 if s.address not in seen:
                     seen.add(s.address)
                     out.append(s)
@@ -456,14 +483,26 @@ def _vaddr_to_offset(segments: Sequence[tuple[int, int, int, int]], addr: int) -
 # (name, version, default, address, size, binding, table, kind)
 _RawSym = tuple[str, "str | None", bool, int, int, str, str, str]
 
+_SHDR64 = struct.Struct("<IIQQQQIIQQ")
+_SHDR32 = struct.Struct("<IIIIIIIIII")
+_NOTE = struct.Struct("<III")
+_VERDEF = struct.Struct("<HHHHIII")
+_VERDAUX = struct.Struct("<II")
+_SHT_SYMTAB, _SHT_NOTE, _SHT_NOBITS, _SHT_DYNSYM = 2, 7, 8, 11
+_PT_LOAD = 1
+_SHT_GNU_VERDEF, _SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFF
+_NT_GNU_BUILD_ID = 3
+
 
 def _parse_elf(
     data: bytes, source: str, with_symtab: bool = True
 ) -> tuple[list[_RawSym], list[tuple[int, int, int, int]], str | None, str | None]:
     """Function symbols, PT_LOAD segments, build id and debuglink of an ELF image.
 
-    Structure comes from pyelftools; symbol entries are unpacked directly
-    (precompiled ``struct``), which is much faster for large tables.
+    The ELF and program headers come from pyelftools; the section header
+    table, notes, version tables and symbol entries are unpacked directly with
+    precompiled ``struct`` formats (much faster on a debug file's large
+    ``.symtab``), with every offset checked against the image.
 
     :raises ParseError: malformed ELF.
     """
@@ -472,98 +511,166 @@ def _parse_elf(
 
     try:
         elf = ELFFile(io.BytesIO(data))
-        segments = [
-            (seg["p_vaddr"], seg["p_offset"], seg["p_filesz"], seg["p_flags"])
-            for seg in elf.iter_segments()
-            if seg["p_type"] == "PT_LOAD"
-        ]
         is64 = elf.elfclass == 64
         little = elf.little_endian
-        build_id = None
-        debuglink = None
-        versym: list[int] | None = None
-        verdefs: dict[int, str] = {}
-        tables: list[tuple[str, int, int, int, int]] = []  # name, offset, size, entsize, strtab index
-        sections = list(elf.iter_sections())
-        for sec in sections:
-            st = sec["sh_type"]
-            if st == "SHT_NOTE" and build_id is None:
-                for note in sec.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID":
-                        build_id = str(note["n_desc"])
-            elif sec.name == ".gnu_debuglink" and st != "SHT_NOBITS":
-                raw = sec.data()
-                end = raw.find(b"\0")
-                debuglink = raw[: end if end >= 0 else len(raw)].decode("utf-8", "replace") or None
-            elif st == "SHT_GNU_versym":
-                raw = sec.data()
-                fmt = ("<" if little else ">") + "H"
-                versym = [v[0] for v in struct.iter_unpack(fmt, raw[: len(raw) // 2 * 2])]
-            elif st == "SHT_GNU_verdef":
-                for verdef, auxes in sec.iter_versions():
-                    for aux in auxes:
-                        verdefs[verdef["vd_ndx"]] = aux.name
-                        break
-            elif st in ("SHT_DYNSYM", "SHT_SYMTAB") and (st == "SHT_DYNSYM" or with_symtab):
-                tables.append((".dynsym" if st == "SHT_DYNSYM" else ".symtab", sec["sh_offset"], sec["sh_size"],
-                               sec["sh_entsize"], sec["sh_link"]))
-        syms: list[_RawSym] = []
-        for table, off, size, entsize, link in sorted(tables, key=lambda t: t[0] != ".dynsym"):
-            if link >= len(sections):
-                raise ParseError(f"{table} links to missing string table {link}", off, source)
-            strsec = sections[link]
-            if strsec["sh_type"] == "SHT_NOBITS":
-                continue
-            stroff, strsize = strsec["sh_offset"], strsec["sh_size"]
-            strtab = data[stroff : stroff + strsize]
-            syms.extend(_read_symbols(data, off, size, entsize, strtab, is64, little, table, source,
-                                      versym if table == ".dynsym" else None, verdefs))
-        return syms, segments, build_id, debuglink
-    except ParseError:
-        raise
+        hdr = elf.header
+        shoff, shnum, shentsize, shstrndx = hdr["e_shoff"], hdr["e_shnum"], hdr["e_shentsize"], hdr["e_shstrndx"]
+        phoff, phnum, phentsize = hdr["e_phoff"], hdr["e_phnum"], hdr["e_phentsize"]
     except (ELFError, Exception) as e:  # pyelftools raises many types on corrupt input
         raise ParseError(f"not a well-formed ELF file ({type(e).__name__}: {e})", None, source) from e
+    end = "<" if little else ">"
+    phdr = struct.Struct(end + ("IIQQQQQQ" if is64 else "IIIIIIII"))
+    if phnum and phentsize < phdr.size:
+        raise ParseError(f"program header size {phentsize} is smaller than {phdr.size}", phoff, source)
+    if phoff + phnum * phentsize > len(data):
+        raise ParseError("program header table runs past the end of the file", phoff, source)
+    segments = []
+    for i in range(phnum):
+        f = phdr.unpack_from(data, phoff + i * phentsize)
+        if f[0] != _PT_LOAD:
+            continue
+        if is64:
+            _t, flags, off, vaddr, _paddr, filesz, _memsz, _align = f
+        else:
+            _t, off, vaddr, _paddr, filesz, _memsz, flags, _align = f
+        segments.append((vaddr, off, filesz, flags))
+    shdr = struct.Struct(end + (_SHDR64 if is64 else _SHDR32).format[1:])
+    if shnum and shentsize < shdr.size:
+        raise ParseError(f"section header size {shentsize} is smaller than {shdr.size}", shoff, source)
+    if shoff + shnum * shentsize > len(data):
+        raise ParseError("section header table runs past the end of the file", shoff, source)
+    # (name_off, type, offset, size, link, info, entsize)
+    secs = []
+    for i in range(shnum):
+        f = shdr.unpack_from(data, shoff + i * shentsize)
+        if is64:
+            name, typ, _flags, _addr, off, size, link, info, _align, entsize = f
+        else:
+            name, typ, _flags, _addr, off, size, link, info, _align, entsize = f
+        secs.append((name, typ, off, size, link, info, entsize))
+
+    def body(i: int) -> bytes:
+        _n, typ, off, size, *_ = secs[i]
+        if typ == _SHT_NOBITS:
+            return b""
+        if off + size > len(data):
+            raise ParseError(f"section {i} runs past the end of the file", off, source)
+        return data[off : off + size]
+
+    shstr = body(shstrndx) if 0 < shstrndx < len(secs) else b""
+
+    def sec_name(i: int) -> str:
+        n = secs[i][0]
+        if n >= len(shstr):
+            return ""
+        e = shstr.find(b"\0", n)
+        return shstr[n : e if e >= 0 else len(shstr)].decode("utf-8", "replace")
+
+    build_id = debuglink = None
+    versym: list[int] | None = None
+    verdefs: dict[int, str] = {}
+    tables = []
+    for i, (_n, typ, off, _size, link, info, _entsize) in enumerate(secs):
+        if typ == _SHT_NOTE and build_id is None:
+            build_id = _build_id(body(i), end)
+        elif typ == _SHT_GNU_VERSYM:
+            raw = body(i)
+            versym = [v[0] for v in struct.iter_unpack(end + "H", raw[: len(raw) // 2 * 2])]
+        elif typ == _SHT_GNU_VERDEF:
+            if link >= len(secs):
+                raise ParseError(f"version definitions link to missing section {link}", off, source)
+            verdefs = _verdefs(body(i), body(link), info, end, source)
+        elif typ == _SHT_DYNSYM or (typ == _SHT_SYMTAB and with_symtab):
+            tables.append((".dynsym" if typ == _SHT_DYNSYM else ".symtab", i))
+        elif typ != _SHT_NOBITS and sec_name(i) == ".gnu_debuglink":
+            raw = body(i)
+            e = raw.find(b"\0")
+            debuglink = raw[: e if e >= 0 else len(raw)].decode("utf-8", "replace") or None
+    syms: list[_RawSym] = []
+    for table, i in sorted(tables, key=lambda t: t[0] != ".dynsym"):
+        _n, _t, off, size, link, _info, entsize = secs[i]
+        if link >= len(secs):
+            raise ParseError(f"{table} links to missing string table {link}", off, source)
+        if secs[i][1] == _SHT_NOBITS or secs[link][1] == _SHT_NOBITS:
+            continue
+        syms.extend(_read_symbols(body(i), entsize, body(link), is64, end, table, source,
+                                  versym if table == ".dynsym" else None, verdefs))  # fmt: skip
+    return syms, segments, build_id, debuglink
+
+
+def _build_id(notes: bytes, end: str) -> str | None:
+    hdr = struct.Struct(end + "III")
+    pos = 0
+    while pos + hdr.size <= len(notes):
+        namesz, descsz, ntype = hdr.unpack_from(notes, pos)
+        name_end = pos + hdr.size + ((namesz + 3) & ~3)
+        desc_end = name_end + ((descsz + 3) & ~3)
+        if desc_end > len(notes) or namesz > len(notes) or descsz > len(notes):
+            return None
+        if ntype == _NT_GNU_BUILD_ID and notes[pos + hdr.size : pos + hdr.size + namesz].rstrip(b"\0") == b"GNU":
+            return notes[name_end : name_end + descsz].hex() or None
+        pos = desc_end
+    return None
+
+
+def _verdefs(raw: bytes, strtab: bytes, count: int, end: str, source: str) -> dict[int, str]:
+    vd = struct.Struct(end + "HHHHIII")
+    va = struct.Struct(end + "II")
+    out: dict[int, str] = {}
+    pos = 0
+    for _ in range(min(count, len(raw) // vd.size + 1)):
+        if pos + vd.size > len(raw):
+            raise ParseError("version definition runs past its section", pos, source)
+        _ver, _flags, ndx, cnt, _hash, aux, nxt = vd.unpack_from(raw, pos)
+        if cnt and pos + aux + va.size <= len(raw):
+            name_off, _ = va.unpack_from(raw, pos + aux)
+            if name_off < len(strtab):
+                e = strtab.find(b"\0", name_off)
+                out[ndx] = strtab[name_off : e if e >= 0 else len(strtab)].decode("utf-8", "replace")
+        if not nxt:
+            break
+        pos += nxt
+    return out
 
 
 def _read_symbols(
-    data: bytes,
-    off: int,
-    size: int,
+    raw: bytes,
     entsize: int,
     strtab: bytes,
     is64: bool,
-    little: bool,
+    end: str,
     table: str,
     source: str,
     versym: list[int] | None,
     verdefs: dict[int, str],
 ) -> list[_RawSym]:
-    fmt = _SYM64 if is64 else _SYM32
-    if not little:
-        fmt = struct.Struct(">" + fmt.format[1:])
+    fmt = struct.Struct(end + (_SYM64 if is64 else _SYM32).format[1:])
     if entsize < fmt.size:
-        raise ParseError(f"{table} entry size {entsize} is smaller than {fmt.size}", off, source)
-    if off + size > len(data):
-        raise ParseError(f"{table} runs past the end of the file", off, source)
+        raise ParseError(f"{table} entry size {entsize} is smaller than {fmt.size}", None, source)
     out: list[_RawSym] = []
-    n = size // entsize
-    for i in range(1, n):
-        pos = off + i * entsize
+    n = len(raw) // entsize
+    # pick the function entries by their st_info byte first (a strided slice is
+    # fast), then unpack only those
+    info_at = 4 if is64 else 12
+    infos = raw[info_at : n * entsize : entsize]
+    wanted = [i for i, b in enumerate(infos) if (b & 0xF) == _STT_FUNC or (b & 0xF) == _STT_GNU_IFUNC]
+    unpack = fmt.unpack_from
+    find = strtab.find
+    nstr = len(strtab)
+    for i in wanted:
         if is64:
-            st_name, st_info, _other, st_shndx, st_value, st_size = fmt.unpack_from(data, pos)
+            st_name, st_info, _other, st_shndx, st_value, st_size = unpack(raw, i * entsize)
         else:
-            st_name, st_value, st_size, st_info, _other, st_shndx = fmt.unpack_from(data, pos)
+            st_name, st_value, st_size, st_info, _other, st_shndx = unpack(raw, i * entsize)
         typ = st_info & 0xF
-        if typ not in (_STT_FUNC, _STT_GNU_IFUNC):
+        if not st_value or i == 0:
             continue
         if st_shndx == _SHN_UNDEF or (st_shndx >= _SHN_LORESERVE and st_shndx != 0xFFF1):
             continue
-        if st_value == 0:
+        if st_name >= nstr:
             continue
-        end = strtab.find(b"\0", st_name)
-        if st_name >= len(strtab):
-            continue
-        name = strtab[st_name : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+        e = find(b"\0", st_name)
+        name = strtab[st_name : e if e >= 0 else nstr].decode("utf-8", "replace")
         if not name:
             continue
         version: str | None = None

@@ -22,23 +22,52 @@ one program to many targets with the fastest mechanism the kernel offers
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...api import Link
 from ...errors import NotSupportedError, ParseError
 from ...uapi import AttachType, ProgType
 from ._base import FdLink, RawProgram, expected_attach_type, prog_fd, prog_type, section_info
-from .kprobe import KprobeLink, attach_kprobe
-from .kprobe_multi import KprobeMultiLink, attach_kprobe_multi
 from .multi import GroupLink, attach_many
-from .perf_event import PerfEventLink, PerfSamplingLink, attach_perf_event, attach_sampling
-from .raw_tracepoint import RawTracepointLink, attach_raw_tracepoint
-from .tp_btf import TpBtfLink, attach_tp_btf
-from .tracepoint import TracepointLink, attach_tracepoint
-from .tracing import TRACING_KINDS, TracingLink, attach_tracing
-from .tracing_multi import MULTI_ATTACH_TYPES, TracingMultiLink, attach_tracing_multi
-from .uprobe import UprobeLink, attach_uprobe
-from .uprobe_multi import UprobeMultiLink, attach_uprobe_multi
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .kprobe import KprobeLink, attach_kprobe
+    from .kprobe_multi import KprobeMultiLink, attach_kprobe_multi
+    from .perf_event import PerfEventLink, PerfSamplingLink, attach_perf_event, attach_sampling
+    from .raw_tracepoint import RawTracepointLink, attach_raw_tracepoint
+    from .tp_btf import TpBtfLink, attach_tp_btf
+    from .tracepoint import TracepointLink, attach_tracepoint
+    from .tracing import TracingLink, attach_tracing
+    from .tracing_multi import TracingMultiLink, attach_tracing_multi
+    from .uprobe import UprobeLink, attach_uprobe
+    from .uprobe_multi import UprobeMultiLink, attach_uprobe_multi
+
+# kind modules are imported on first use (start-up time matters to tools)
+_LAZY = {
+    "KprobeLink": "kprobe", "attach_kprobe": "kprobe",
+    "KprobeMultiLink": "kprobe_multi", "attach_kprobe_multi": "kprobe_multi",
+    "PerfEventLink": "perf_event", "PerfSamplingLink": "perf_event", "attach_perf_event": "perf_event",
+    "attach_sampling": "perf_event",
+    "RawTracepointLink": "raw_tracepoint", "attach_raw_tracepoint": "raw_tracepoint",
+    "TpBtfLink": "tp_btf", "attach_tp_btf": "tp_btf",
+    "TracepointLink": "tracepoint", "attach_tracepoint": "tracepoint",
+    "TracingLink": "tracing", "attach_tracing": "tracing",
+    "TracingMultiLink": "tracing_multi", "attach_tracing_multi": "tracing_multi",
+    "UprobeLink": "uprobe", "attach_uprobe": "uprobe",
+    "UprobeMultiLink": "uprobe_multi", "attach_uprobe_multi": "uprobe_multi",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FdLink",
@@ -104,10 +133,18 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
         return target
 
     if ptype == ProgType.TRACEPOINT:
+        from .tracepoint import attach_tracepoint
+
         return attach_tracepoint(program, need(), **opts)
     if ptype in (ProgType.RAW_TRACEPOINT, ProgType.RAW_TRACEPOINT_WRITABLE):
+        from .raw_tracepoint import attach_raw_tracepoint
+
         return attach_raw_tracepoint(program, need(), **opts)
     if ptype == ProgType.TRACING:
+        from .tp_btf import attach_tp_btf
+        from .tracing import TRACING_KINDS, attach_tracing
+        from .tracing_multi import MULTI_ATTACH_TYPES, attach_tracing_multi
+
         if eat == AttachType.TRACE_RAW_TP:
             return attach_tp_btf(program, target, **opts)
         if eat in TRACING_KINDS:
@@ -116,6 +153,11 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
             cookie = opts.pop("cookie", None)
             return attach_tracing_multi(program, [need()], [cookie] if cookie is not None else None, **opts)
     if ptype == ProgType.KPROBE:
+        from .kprobe import attach_kprobe
+        from .kprobe_multi import attach_kprobe_multi
+        from .uprobe import attach_uprobe
+        from .uprobe_multi import attach_uprobe_multi
+
         cookie = opts.pop("cookie", None)
         cks = [cookie] if cookie is not None else None
         if eat in (AttachType.TRACE_UPROBE_MULTI, AttachType.TRACE_UPROBE_SESSION):
@@ -127,6 +169,8 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
             return attach_uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
         return attach_kprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
     if ptype == ProgType.PERF_EVENT:
+        from .perf_event import attach_sampling
+
         return attach_sampling(program, target or "cpu_clock", **opts)
     prog_fd(program)
     name = ptype.name.lower() if ptype is not None else "unknown"
