@@ -4,10 +4,26 @@ from .errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupp
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # heavy backends load on first use, so ``import bpfmux`` stays cheap
+    if name == "Emulator":
+        from .emu.kernel import Emulator
+
+        return Emulator
+    if name == "LiveKernel":
+        from .live.kernel import LiveKernel
+
+        return LiveKernel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "BpfError",
     "BpfmuxError",
+    "Emulator",
     "EmulatorFault",
+    "LiveKernel",
     "NotFoundError",
     "NotSupportedError",
     "ParseError",

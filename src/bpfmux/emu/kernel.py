@@ -192,7 +192,7 @@ class Emulator:
         return coll
 
     def _create_maps(self, spec: Any, coll: EmulatedCollection, kconfig: Mapping[str, object] | None) -> None:
-        from ..live.codecs import codec_for
+        from ..codecs import codec_for
 
         for ms in spec.maps.values():
             m = self.vm.map_from_spec(ms)

@@ -180,7 +180,7 @@ class DataSection:
         self.name = mp.name or section
         self.variables: dict[str, tuple[int, int, Any]] = {}
         if btf is not None:
-            from ..live.codecs import codec_for
+            from ..codecs import codec_for
 
             try:
                 ds = btf.find(section, "datasec")

@@ -33,7 +33,7 @@ from .. import api
 from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
 from ..uapi import MapFlags, MapType, UpdateFlags
 from . import sys as _sys
-from .codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
+from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
 
 _ENOTSUPP = 524
 _BATCH = 256

@@ -1,4 +1,4 @@
-"""Key/value codecs for live maps and ring buffers: bytes ⇄ Python values.
+"""Key/value codecs for maps and ring buffers (live and emulated): bytes ⇄ Python values.
 
 A codec has ``size`` (bytes), ``encode(value) -> bytes`` and
 ``decode(buffer) -> value``. :func:`codec_for` picks one for a BTF type:
@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
-from ..errors import ParseError
+from .errors import ParseError
 
 _INT_FMT = {(1, False): "<B", (2, False): "<H", (4, False): "<I", (8, False): "<Q",
             (1, True): "<b", (2, True): "<h", (4, True): "<i", (8, True): "<q"}
@@ -148,7 +148,7 @@ def _compiled_codec(btf: Any, type_id: int) -> Any:
     """The compiled :func:`bpfmux.btf.codec.codec` for a type, or None when
     that module is not available."""
     try:
-        from ..btf import codec as btf_codec
+        from .btf import codec as btf_codec
     except ImportError:
         return None
     make = getattr(btf_codec, "codec", None)
