@@ -299,27 +299,51 @@ class ElfSymbols:
     def _build(self, data: bytes, debug: bool) -> None:
         self.build_id: str | None = None
         self.debug_file: str | None = None
-        syms, segments, self.build_id, debuglink = _parse_elf(data, self.path, with_symtab=True)
+        tables, segments, self.build_id, debuglink = _parse_elf(data, self.path, with_symtab=True)
         self._segments = segments
-        if debug and not any(s[6] == ".symtab" for s in syms):
+        if debug and not any(t.name == ".symtab" for t in tables):
             dbg = self._find_debug_file(debuglink)
             if dbg is not None:
                 try:
                     with open(dbg, "rb") as f:
                         ddata = f.read()
-                    dsyms, _, dbid, _ = _parse_elf(ddata, dbg, with_symtab=True)
+                    dtables, _, dbid, _ = _parse_elf(ddata, dbg, with_symtab=True)
                 except (OSError, ParseError):
-                    dsyms, dbid = [], None
-                if dsyms and (self.build_id is None or dbid is None or dbid == self.build_id):
+                    dtables, dbid = [], None
+                dtables = [t for t in dtables if t.name == ".symtab"]
+                if dtables and (self.build_id is None or dbid is None or dbid == self.build_id):
                     self.debug_file = dbg
-                    syms.extend((n, v, d, a, sz, b, "debug", k) for (n, v, d, a, sz, b, t, k) in dsyms if t == ".symtab")
-        # deduplicate on (name, version, address); ElfSymbol objects are made on demand
-        rows: list[_RawSym] = []
+                    tables += [_Table("debug", t.raw, t.entsize, t.strtab, t.is64, t.end, None, {}, t.source)
+                               for t in dtables]  # fmt: skip
+        self._tables = tables
+        # rows are read lazily, per name prefix (see _ensure); ElfSymbol objects on demand
+        self._rows: list[_RawSym] = []
+        self._order: list[tuple[int, int]] = []  # (table rank, entry index) of each row
+        self._by_name_rows: dict[str, list[int]] = {}
+        self._scanned: list[bytes] = []
+        self._row_sym: dict[int, ElfSymbol | None] = {}
+        self._all: tuple[ElfSymbol, ...] | None = None
+
+    def _ensure(self, prefix: str) -> None:
+        """Read every function symbol whose name starts with ``prefix``
+        (``""``: all), deduplicated on ``(name, version, address)``.
+
+        :raises ParseError: a symbol table is corrupt.
+        """
+        pb = prefix.encode("utf-8", "surrogateescape")
+        if any(pb.startswith(done) for done in self._scanned):
+            return
+        known = set(self._by_name_rows)
         seen: set[tuple[str, str | None, int]] = set()
         versioned_at: set[tuple[str, int]] = set()
-        by_name: dict[str, list[int]] = {}
-        for row in syms:
+        try:
+            found = [(rank, i, row) for rank, t in enumerate(self._tables) for i, row in _read_symbols(t, pb)]
+        except (struct.error, IndexError, ValueError) as e:
+            raise ParseError(f"corrupt symbol table ({e})", None, self.path) from e
+        for rank, i, row in found:
             name, version, _default, addr = row[0], row[1], row[2], row[3]
+            if name in known:
+                continue  # read by an earlier, shorter prefix
             key = (name, version, addr)
             if key in seen:
                 continue
@@ -329,12 +353,10 @@ class ElfSymbols:
             seen.add(key)
             if version is not None:
                 versioned_at.add((name, addr))
-            by_name.setdefault(name, []).append(len(rows))
-            rows.append(row)
-        self._rows = rows
-        self._by_name_rows = by_name
-        self._row_sym: dict[int, ElfSymbol | None] = {}
-        self._all: tuple[ElfSymbol, ...] | None = None
+            self._by_name_rows.setdefault(name, []).append(len(self._rows))
+            self._rows.append(row)
+            self._order.append((rank, i))
+        self._scanned = [d for d in self._scanned if not d.startswith(pb)] + [pb]
 
     def _sym_at(self, i: int) -> ElfSymbol | None:
         """The symbol of row ``i`` (``None``: its address is in no loadable segment)."""
@@ -350,14 +372,20 @@ class ElfSymbols:
 
     def _syms(self, name: str) -> list[ElfSymbol]:
         """The symbols called ``name``, in table order."""
+        self._ensure(name)
         return [s for i in self._by_name_rows.get(name, ()) if (s := self._sym_at(i)) is not None]
 
     @property
     def symbols(self) -> tuple[ElfSymbol, ...]:
         """Every defined function symbol, deduplicated on ``(name, version,
-        address)``, ``.dynsym`` entries first (built on first use)."""
+        address)``, in table order, ``.dynsym`` entries first (built on first use).
+
+        :raises ParseError: a symbol table is corrupt.
+        """
         if self._all is None:
-            self._all = tuple(s for i in range(len(self._rows)) if (s := self._sym_at(i)) is not None)
+            self._ensure("")
+            rows = sorted(range(len(self._rows)), key=self._order.__getitem__)
+            self._all = tuple(s for i in rows if (s := self._sym_at(i)) is not None)
         return self._all
 
     def _find_debug_file(self, debuglink: str | None) -> str | None:
@@ -384,7 +412,7 @@ class ElfSymbols:
 
     def names(self) -> list[str]:
         """Distinct symbol names, in table order."""
-        return [n for n in self._by_name_rows if self._syms(n)]
+        return list(dict.fromkeys(s.name for s in self.symbols))
 
     def lookup(self, name: str) -> ElfSymbol:
         """The symbol named ``name``; ``name@@VER``/``name@VER`` pick a version.
@@ -429,8 +457,16 @@ class ElfSymbols:
             for s in self.symbols:
                 by_v.setdefault(s.versioned_name, s)
             return [by_v[n] for n in match(pattern, by_v)]
+        literal = pattern
+        for i, c in enumerate(pattern):
+            if c in "*?[":
+                literal = pattern[:i]
+                break
+        self._ensure(literal)
         out: list[ElfSymbol] = []
-        for n in match(pattern, self._by_name_rows):
+        cands = sorted((n for n in self._by_name_rows if n.startswith(literal)),
+                       key=lambda n: self._order[self._by_name_rows[n][0]])  # fmt: skip
+        for n in match(pattern, cands):
             if not self._syms(n):
                 continue
             best = self.lookup(n)
@@ -494,10 +530,25 @@ _SHT_GNU_VERDEF, _SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFF
 _NT_GNU_BUILD_ID = 3
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One symbol table of an image, kept raw until names are asked for."""
+
+    name: str  # ".dynsym" / ".symtab"
+    raw: bytes
+    entsize: int
+    strtab: bytes
+    is64: bool
+    end: str
+    versym: list[int] | None
+    verdefs: dict[int, str]
+    source: str
+
+
 def _parse_elf(
     data: bytes, source: str, with_symtab: bool = True
-) -> tuple[list[_RawSym], list[tuple[int, int, int, int]], str | None, str | None]:
-    """Function symbols, PT_LOAD segments, build id and debuglink of an ELF image.
+) -> tuple[list[_Table], list[tuple[int, int, int, int]], str | None, str | None]:
+    """Symbol tables (raw), PT_LOAD segments, build id and debuglink of an ELF image.
 
     The ELF and program headers come from pyelftools; the section header
     table, notes, version tables and symbol entries are unpacked directly with
@@ -586,16 +637,19 @@ def _parse_elf(
             raw = body(i)
             e = raw.find(b"\0")
             debuglink = raw[: e if e >= 0 else len(raw)].decode("utf-8", "replace") or None
-    syms: list[_RawSym] = []
+    out: list[_Table] = []
+    symsize = (_SYM64 if is64 else _SYM32).size
     for table, i in sorted(tables, key=lambda t: t[0] != ".dynsym"):
         _n, _t, off, size, link, _info, entsize = secs[i]
         if link >= len(secs):
             raise ParseError(f"{table} links to missing string table {link}", off, source)
         if secs[i][1] == _SHT_NOBITS or secs[link][1] == _SHT_NOBITS:
             continue
-        syms.extend(_read_symbols(body(i), entsize, body(link), is64, end, table, source,
-                                  versym if table == ".dynsym" else None, verdefs))  # fmt: skip
-    return syms, segments, build_id, debuglink
+        if entsize < symsize:
+            raise ParseError(f"{table} entry size {entsize} is smaller than {symsize}", off, source)
+        out.append(_Table(table, body(i), entsize, body(link), is64, end,
+                          versym if table == ".dynsym" else None, verdefs, source))  # fmt: skip
+    return out, segments, build_id, debuglink
 
 
 def _build_id(notes: bytes, end: str) -> str | None:
@@ -633,27 +687,27 @@ def _verdefs(raw: bytes, strtab: bytes, count: int, end: str, source: str) -> di
     return out
 
 
-def _read_symbols(
-    raw: bytes,
-    entsize: int,
-    strtab: bytes,
-    is64: bool,
-    end: str,
-    table: str,
-    source: str,
-    versym: list[int] | None,
-    verdefs: dict[int, str],
-) -> list[_RawSym]:
-    fmt = struct.Struct(end + (_SYM64 if is64 else _SYM32).format[1:])
-    if entsize < fmt.size:
-        raise ParseError(f"{table} entry size {entsize} is smaller than {fmt.size}", None, source)
-    out: list[_RawSym] = []
+def _read_symbols(t: _Table, prefix: bytes = b"") -> list[tuple[int, _RawSym]]:
+    """``(entry index, row)`` of the defined function symbols of table ``t``
+    whose name starts with ``prefix``.
+
+    Only entries whose ``st_info`` (a strided slice) says function, and whose
+    name (``st_name``, the first field of both symbol layouts) has the prefix,
+    are unpacked and decoded.
+    """
+    raw, entsize, strtab, is64 = t.raw, t.entsize, t.strtab, t.is64
+    fmt = struct.Struct(t.end + (_SYM64 if is64 else _SYM32).format[1:])
+    out: list[tuple[int, _RawSym]] = []
     n = len(raw) // entsize
-    # pick the function entries by their st_info byte first (a strided slice is
-    # fast), then unpack only those
     info_at = 4 if is64 else 12
     infos = raw[info_at : n * entsize : entsize]
     wanted = [i for i, b in enumerate(infos) if (b & 0xF) == _STT_FUNC or (b & 0xF) == _STT_GNU_IFUNC]
+    if prefix:
+        name_col = struct.Struct(t.end + "I" + f"{entsize - 4}x")
+        names = [x[0] for x in name_col.iter_unpack(raw[: n * entsize])]
+        starts = strtab.startswith
+        wanted = [i for i in wanted if starts(prefix, names[i])]
+    versym, verdefs, table = t.versym, t.verdefs, t.name
     unpack = fmt.unpack_from
     find = strtab.find
     nstr = len(strtab)
@@ -685,7 +739,8 @@ def _read_symbols(
             name, version, d = _split_version(name)
             default = bool(d)
         bind = _STB.get(st_info >> 4, "global")
-        out.append((name, version, default, st_value, st_size, bind, table, "ifunc" if typ == _STT_GNU_IFUNC else "func"))
+        kind = "ifunc" if typ == _STT_GNU_IFUNC else "func"
+        out.append((i, (name, version, default, st_value, st_size, bind, table, kind)))
     return out
 
 
