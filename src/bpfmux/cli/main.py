@@ -19,6 +19,8 @@ SUBCOMMANDS = [
     "conformance",
     "features",
     "objdump",
+    "trace",
+    "run",
 ]
 
 

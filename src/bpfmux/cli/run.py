@@ -1,0 +1,295 @@
+"""``bpfmux run OBJ``: load a libbpf-style object, attach every program by
+its section name, print ring/perf buffer events, dump the maps at exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from ._common import CliError, ensure_root, ensure_tracefs, error_line
+
+DESCRIPTION = """\
+Load any libbpf-style BPF object (clang -target bpf), attach each program by
+its ELF section name as libbpf does (tracepoint/…, raw_tp/…, tp_btf/…,
+uprobe/…, uprobe.multi/…, kprobe/…, perf_event, …), print the events its ring
+buffers and perf buffers carry (decoded through the object's BTF: a struct of
+the record's size, or --event-type), and when it stops (Ctrl-C, -d, or the end
+of -c CMD) detach everything and dump every map, decoded.
+
+Read-only globals (const volatile, .rodata) can be set before loading with
+--set NAME=VALUE (e.g. --set target_tgid=1234); -c CMD sets NAME=PID for the
+variable given with --pid-var.
+"""
+
+EPILOG = """\
+examples:
+  bpfmux run examples/objects/syscount.bpf.o -d 2          count syscalls for 2 s, dump the map
+  bpfmux run examples/objects/getpid_events.bpf.o -c 'python3 -c "import os; os.getpid()"' \\
+      --pid-var target_tgid                               print one event per getpid() of the command
+  bpfmux run tests/bpf/ringbuf.bpf.o --set target_tgid=$$   events of this shell only
+  bpfmux run OBJ --json -d 1                              events and maps as JSON lines
+
+exit status: 0 after the maps were dumped (also after Ctrl-C), 1 on an error. Needs root.
+"""
+
+
+def register(sub: Any) -> None:
+    """Add ``run`` to the subcommand parsers."""
+    p = sub.add_parser("run", help="load a BPF object, attach by section, print events, dump maps",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("object", metavar="OBJ", help="BPF ELF object (.bpf.o)")
+    p.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS (default: Ctrl-C)")
+    p.add_argument("-c", "--command", metavar="CMD", help="run CMD after attaching; stop when it exits")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a read-only global (.rodata) before loading")  # fmt: skip
+    p.add_argument("--pid-var", metavar="NAME", help="with -c: set this read-only global to the command's pid")
+    p.add_argument("--event-type", metavar="STRUCT", help="BTF struct to decode buffer events with")
+    p.add_argument("--program", action="append", metavar="NAME", help="load and attach only these programs")
+    p.add_argument("--no-dump", action="store_true", help="do not dump the maps at exit")
+    p.add_argument("--json", action="store_true", help="JSON lines for events and maps")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what was attached where")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``bpfmux run``."""
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+            if getattr(e, "log", ""):
+                print(e.log, file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
+        return 1
+
+
+def _set_rodata(spec: Any, name: str, value: str) -> None:
+    """Write a ``const volatile`` global in the object's ``.rodata`` before load."""
+    from ..btf.codec import codec
+
+    try:
+        number: Any = int(value, 0)
+    except ValueError:
+        number = value.encode()
+    for ms in spec.maps.values():
+        if not ms.section.startswith(".rodata") or spec.btf is None:
+            continue
+        try:
+            ds = spec.btf.find(ms.section, "datasec")
+        except KeyError:
+            continue
+        for vs in ds.vars:
+            var = spec.btf[vs.type_id]
+            if var.name != name:
+                continue
+            c = codec(spec.btf, var.type_id)
+            raw = c.encode(number if not isinstance(number, bytes) else number.ljust(c.size, b"\0")[: c.size])
+            data = bytearray(ms.value or bytes(ms.value_size))
+            data[vs.offset:vs.offset + vs.size] = raw[: vs.size]
+            ms.value = bytes(data)
+            return
+    raise CliError(f"--set {name}: the object has no read-only global (const volatile) called {name!r}")
+
+
+def _event_codec(spec: Any, size: int, wanted: str | None) -> Any:
+    from ..btf.codec import codec
+
+    btf = spec.btf
+    if btf is None:
+        return None
+    if wanted:
+        try:
+            return codec(btf, btf.find(wanted, "struct"))
+        except KeyError:
+            raise CliError(f"--event-type {wanted}: the object's BTF has no struct {wanted!r}") from None
+    matches = [t for t in btf.own_types() if type(t).__name__ == "Struct" and t.name and t.size == size]
+    return codec(btf, matches[0]) if len(matches) == 1 else None
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "as_dict"):
+        return {k: _plain(x) for k, x in v.as_dict().items()}
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, bytes | bytearray):
+        s = bytes(v).split(b"\0", 1)[0]
+        try:
+            text = s.decode()
+            if text.isprintable() and (len(s) == len(v) or not any(bytes(v)[len(s):])):
+                return text
+        except UnicodeDecodeError:
+            pass
+        return bytes(v).hex()
+    return v
+
+
+def _text(v: Any) -> str:
+    p = _plain(v)
+    if isinstance(p, dict):
+        return "{" + ", ".join(f"{k}: {_text(x)}" for k, x in p.items()) + "}"
+    if isinstance(p, list):
+        return "[" + ", ".join(_text(x) for x in p) + "]"
+    if isinstance(p, str):
+        return json.dumps(p)
+    return str(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..live import LiveKernel
+    from ..obj import load_object
+    from ..trace.child import HeldChild
+    from ..uapi import MapType
+
+    if not os.path.exists(args.object):
+        raise CliError(f"no such file: {args.object}")
+    if args.pid_var and not args.command:
+        raise CliError("--pid-var needs -c CMD")
+    spec = load_object(args.object)
+    for item in args.set:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise CliError(f"--set takes NAME=VALUE, not {item!r}")
+        _set_rodata(spec, name, value)
+    ensure_root("bpfmux run")
+    ensure_tracefs()
+    child = HeldChild(args.command) if args.command else None
+    if child is not None and args.pid_var:
+        _set_rodata(spec, args.pid_var, str(child.pid))
+    from ..live.links._base import close_all
+
+    links: list[Any] = []
+    readers: list[Any] = []
+    coll = None
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        try:
+            coll = LiveKernel().load(spec, programs=args.program)
+            for w in coll.warnings:
+                print(f"bpfmux: warning: {w}", file=sys.stderr)
+            for name, prog in coll.programs.items():
+                info = prog.spec.section_info if prog.spec is not None else None
+                if info is None or not info.auto_attach or info.kind is None or info.kind.attach is None:
+                    print(f"bpfmux: {name} ({prog.section}): loaded, not attached (its section names no attach "
+                          "point)", file=sys.stderr)  # fmt: skip
+                    continue
+                link = prog.attach()
+                links.append(link)
+                if args.verbose:
+                    print(f"bpfmux: {name} ({prog.section}) attached: {link!r}", file=sys.stderr)
+            for mname, m in coll.maps.items():
+                t = int(m.info().type)
+                if t in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY):
+                    readers.append(_reader(args, spec, mname, m, t))
+        except BaseException:
+            if child is not None:
+                child.abandon()
+            raise
+        print(f"bpfmux: {len(links)} program{'s' * (len(links) != 1)} attached from {args.object}; "
+              + (f"running {' '.join(child.argv)}" if child else "Ctrl-C to stop"), file=sys.stderr, flush=True)
+        if child is not None:
+            child.release()
+        deadline = time.monotonic() + args.duration if args.duration else None
+        try:
+            while True:
+                if child is not None and child.poll() is not None:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if readers:
+                    for r in readers:
+                        r.poll(0.05)
+                else:
+                    time.sleep(0.05)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+        for r in readers:
+            r.consume()
+        close_all(links, parallel=True)
+        links = []
+        if not args.no_dump:
+            _dump_maps(args, coll)
+        sys.stdout.flush()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        try:
+            close_all(links, parallel=True)
+        finally:
+            for r in readers:
+                r.close()
+            if coll is not None:
+                coll.close()
+            if child is not None and child.status is None:
+                child.abandon() if child._go >= 0 else child.wait()
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _reader(args: argparse.Namespace, spec: Any, name: str, m: Any, t: int) -> Any:
+    from ..uapi import MapType
+
+    cache: dict[int, Any] = {}
+
+    def show(data: bytes, cpu: int | None = None) -> None:
+        c = cache.get(len(data), 0)
+        if c == 0:
+            c = cache[len(data)] = _event_codec(spec, len(data), args.event_type)
+        value: Any = c.decode(data) if c is not None and c.size <= len(data) else bytes(data)
+        if args.json:
+            rec = {"map": name, "event": _plain(value)}
+            if cpu is not None:
+                rec["cpu"] = cpu
+            sys.stdout.write(json.dumps(rec) + "\n")
+        else:
+            where = f"{name}" + (f"[cpu {cpu}]" if cpu is not None else "")
+            sys.stdout.write(f"{where}: {_text(value)}\n")
+
+    if t == MapType.RINGBUF:
+        return m.reader(lambda data: show(bytes(data)))
+    return m.reader(lambda cpu, data: show(bytes(data), cpu))
+
+
+def _dump_maps(args: argparse.Namespace, coll: Any) -> None:
+    from ..uapi import MapType
+
+    skip = {MapType.RINGBUF, MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.STACK_TRACE}
+    for name, m in coll.maps.items():
+        t = int(m.info().type)
+        if t in skip or name.startswith(".rodata") or name == ".kconfig":
+            continue
+        try:
+            items = list(m.items())
+        except Exception as e:
+            print(f"bpfmux: cannot dump map {name}: {e}", file=sys.stderr)
+            continue
+        if args.json:
+            sys.stdout.write(json.dumps({"map": name, "items": [[_plain(k), _plain(v)] for k, v in items]}) + "\n")
+            continue
+        sys.stdout.write(f"\n{name}:\n")
+        if not items:
+            sys.stdout.write("  (empty)\n")
+        for k, v in items:
+            if isinstance(v, list) and v and all(isinstance(x, int) for x in v) and t in (
+                    MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH):
+                v = f"{sum(v)} (per CPU: {', '.join(str(x) for x in v)})"
+                sys.stdout.write(f"  {_text(k)}: {v}\n")
+            else:
+                sys.stdout.write(f"  {_text(k)}: {_text(v)}\n")

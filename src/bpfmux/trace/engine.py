@@ -1,0 +1,471 @@
+"""The tracer: maps, generated programs and links for a set of probe specs,
+and snapshots of what they counted.
+
+``with Tracer(specs, options) as t:`` plans (:mod:`bpfmux.trace.plan`),
+creates the maps, loads one generated program per group
+(:mod:`bpfmux.trace.progs`) and attaches it with the group's mechanism;
+:meth:`Tracer.snapshot` reads the maps; :meth:`Tracer.close` detaches and
+closes everything (also on errors and Ctrl-C during setup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BpfError, NotFoundError, NotSupportedError
+from ..uapi import AttachType, MapType, ProgType
+from . import progs as P
+from .plan import Group, Probe, TraceOptions, plan
+from .spec import ProbeSpec
+
+__all__ = ["Snapshot", "Tracer"]
+
+
+@dataclass
+class Snapshot:
+    """What the maps held at one moment.
+
+    :ivar time: ``time.monotonic()`` of the read.
+    :ivar counts: (probe index, pid, comm) → hits (pid 0 / comm "" when not
+        split by them).
+    :ivar hists: (probe index, pid, comm) → {bucket: count} (latency).
+    :ivar latsum: probe index → total ns (latency).
+    :ivar stacks: (probe index, kernel stack id, user stack id, pid, comm) → count.
+    :ivar drops: events lost because the ring buffer was full.
+    """
+
+    time: float
+    counts: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    hists: dict[tuple[int, int, str], dict[int, int]] = field(default_factory=dict)
+    latsum: dict[int, int] = field(default_factory=dict)
+    stacks: dict[tuple[int, int, int, int, str], int] = field(default_factory=dict)
+    drops: int = 0
+
+
+def _comm(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+class Tracer:
+    """Generated programs on every probe of ``specs``.
+
+    :ivar groups: the planned :class:`~bpfmux.trace.plan.Group` list.
+    :ivar probes: every probe, by index.
+    :ivar mechanisms: one line per group saying how it was attached.
+    :ivar attach_seconds: time from :meth:`start` to everything attached.
+    """
+
+    def __init__(self, specs: list[ProbeSpec], options: TraceOptions | None = None) -> None:
+        self.specs = specs
+        self.options = options or TraceOptions()
+        self.groups: list[Group] = []
+        self.probes: list[Probe] = []
+        self.mechanisms: list[str] = []
+        self.attach_seconds = 0.0
+        self.maps: dict[str, Any] = {}
+        self._programs: list[Any] = []
+        self._links: list[Any] = []
+        self._ring: Any = None
+        self._started = False
+        self._closed = False
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def __enter__(self) -> Tracer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Plan, create maps, load and attach. All or nothing.
+
+        :raises NotFoundError: a spec matches nothing.
+        :raises NotSupportedError: the kernel lacks a needed feature.
+        :raises BpfError: the kernel refused something.
+        """
+        if self._started:
+            return
+        self._started = True
+        t0 = time.monotonic()
+        try:
+            self.groups, self.probes = plan(self.specs, self.options)
+            self._create_maps()
+            for g in self.groups:
+                self._attach_group(g)
+        except BaseException:
+            self.close()
+            raise
+        self.attach_seconds = time.monotonic() - t0
+
+    def close(self) -> None:
+        """Detach every link, close programs, maps and the ring buffer reader; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        from ..live.links._base import close_all
+
+        links, self._links = self._links, []
+        try:
+            close_all(links, parallel=True)
+        finally:
+            if self._ring is not None:
+                self._ring.close()
+            for p in self._programs:
+                p.close()
+            for m in self.maps.values():
+                m.close()
+            self._programs = []
+            self.maps = {}
+
+    # --- maps -------------------------------------------------------------------------
+
+    def _create_maps(self) -> None:
+        from ..live import maps as M
+
+        opts = self.options
+        n = max(1, len(self.probes))
+        by = opts.by is not None
+
+        def mk(name: str, t: MapType, k: int, v: int, entries: int) -> None:
+            self.maps[name] = M.create(t, k, v, entries, name=f"bpfmux_{name}"[:15])
+
+        mode = opts.mode
+        if mode == "count" and not by:
+            mk("counts", MapType.PERCPU_ARRAY, 4, 8, n)
+        if by or mode == "stacks":
+            mk("agg", MapType.HASH, P.AGG_KEY.size, 8, 65536)
+        if mode == "latency":
+            mk("latsum", MapType.PERCPU_ARRAY, 4, 8, n)
+            if not by:
+                mk("hist", MapType.PERCPU_ARRAY, 4, 8, n * P.HIST_BUCKETS)
+            if any(g.role in ("entry", "exit") for g in self.groups):
+                mk("start", MapType.HASH, 16, 8, 65536)
+        if mode == "stacks":
+            mk("stacks", MapType.STACK_TRACE, 4, 127 * 8, 16384)
+        if mode == "args":
+            mk("events", MapType.RINGBUF, 0, 0, 1 << 24)
+            mk("drops", MapType.PERCPU_ARRAY, 4, 8, 1)
+        if any(g.how in ("sys_enter", "sys_exit") for g in self.groups):
+            mk("sysidx", MapType.ARRAY, 4, 4, P.SYSIDX_ENTRIES)
+            values: dict[int, int] = {}
+            for g in self.groups:
+                if g.how not in ("sys_enter", "sys_exit"):
+                    continue
+                for p in g.probes:
+                    nr = p.info["syscall"]
+                    strarg = p.info.get("strarg", 0) if mode == "args" else 0
+                    values[nr] = (p.idx + 1) | (strarg << 24)
+            if mode == "args":
+                self._syscall_string_args(values)
+            m = self.maps["sysidx"]
+            for nr, v in values.items():
+                if 0 <= nr < P.SYSIDX_ENTRIES:
+                    m[nr] = v.to_bytes(4, "little")
+
+    def _syscall_string_args(self, values: dict[int, int]) -> None:
+        """For --args on sys_enter: mark the first ``char *`` argument of each syscall."""
+        from .decode import syscall_fields
+
+        for g in self.groups:
+            if g.how != "sys_enter":
+                continue
+            for p, name in zip(g.probes, g.targets, strict=True):
+                fields = syscall_fields(name)
+                p.info["fields"] = fields
+                for i, f in enumerate(fields[:6]):
+                    if "char" in f.type and "*" in f.type:
+                        values[p.info["syscall"]] |= (i + 1) << 24
+                        break
+
+    # --- programs ---------------------------------------------------------------------
+
+    def _action(self, g: Group) -> P.Action:
+        mode = self.options.mode
+        if mode == "count":
+            return P.Action.COUNT
+        if mode == "stacks":
+            return P.Action.STACKS
+        if mode == "args":
+            return P.Action.ARGS
+        return {"session": P.Action.LAT_SESSION, "entry": P.Action.LAT_ENTRY, "exit": P.Action.LAT_EXIT}[g.role]
+
+    def _spec(self, g: Group, idx: P.IdxSource, imm: int = 0, payload: P.Payload = P.Payload.REGS,
+              nargs: int = 0) -> P.Spec:  # fmt: skip
+        o = self.options
+        return P.Spec(self._action(g), idx, imm=imm, filters=P.Filters(o.pid, o.comm), by_pid=o.by == "pid",
+                      by_comm=o.by == "comm", min_latency=o.min_latency, payload=payload, nargs=nargs)
+
+    def _load(self, spec: P.Spec, prog_type: ProgType, name: str, *, attach: AttachType | None = None,
+              attach_btf_id: int = 0) -> Any:  # fmt: skip
+        from ..live.program import load_insns
+
+        prog = P.build(spec)
+        values: dict[Any, int] = {name: m.fd.fd for name, m in self.maps.items()}
+        for r in prog.relocations:
+            if r.kind.value == "kfunc" and r.ref not in values:
+                values[r.ref] = _vmlinux_id(str(r.ref), "func")
+        insns = prog.resolve(values)
+        p = load_insns(insns, prog_type, name=name[:15], expected_attach_type=attach, attach_btf_id=attach_btf_id)
+        self._programs.append(p)
+        return p
+
+    def _attach_group(self, g: Group) -> None:
+        how = g.how
+        n = len(g.probes)
+        if how in ("sys_enter", "sys_exit"):
+            self._attach_syscalls(g)
+        elif how == "raw_tp":
+            self._attach_raw_tp(g)
+        elif how == "tracepoint":
+            self._attach_tracepoints(g, g.targets, g.probes, why="")
+        elif how == "uprobe_multi":
+            from ..live.links import attach_uprobe_multi
+
+            session = g.role == "session"
+            at = AttachType.TRACE_UPROBE_SESSION if session else AttachType.TRACE_UPROBE_MULTI
+            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe", attach=at)
+            pid = self.options.pid if self.options.pid is not None else -1
+            link = attach_uprobe_multi(prog, g.targets, [p.idx for p in g.probes], retprobe=g.retprobe,
+                                       session=session, pid=pid)  # fmt: skip
+            self._links.append(link)
+            nlinks = len(getattr(link, "links", [link]))
+            kind = "uprobe session" if session else ("uretprobe_multi" if g.retprobe else "uprobe_multi")
+            self.mechanisms.append(f"{g.spec.text}: {kind}, {n} functions in {nlinks} link(s)"
+                                   f"{', pid filter in the link' if pid > 0 else ''}")  # fmt: skip
+        elif how == "uprobe":
+            from ..live.links import attach_uprobe
+
+            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe")
+            pid = self.options.pid if self.options.pid is not None else -1
+            self._attach_each(g, lambda t, c: attach_uprobe(prog, t, retprobe=g.retprobe, pid=pid, cookie=c))
+            self.mechanisms.append(f"{g.spec.text}: {n} perf-event {'uretprobes' if g.retprobe else 'uprobes'} "
+                                   "(no uprobe_multi on this kernel)")  # fmt: skip
+        elif how == "kprobe_multi":
+            from ..live.links import attach_kprobe_multi
+
+            session = g.role == "session"
+            at = AttachType.TRACE_KPROBE_SESSION if session else AttachType.TRACE_KPROBE_MULTI
+            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe", attach=at)
+            self._links.append(attach_kprobe_multi(prog, g.targets, [p.idx for p in g.probes], retprobe=g.retprobe,
+                                                   session=session))  # fmt: skip
+            kind = "kprobe session" if session else ("kretprobe_multi" if g.retprobe else "kprobe_multi")
+            self.mechanisms.append(f"{g.spec.text}: {kind}, {n} functions in 1 link")
+        elif how == "kprobe":
+            from ..live.links import attach_kprobe
+
+            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe")
+            self._attach_each(g, lambda t, c: attach_kprobe(prog, t, retprobe=g.retprobe, cookie=c))
+            self.mechanisms.append(f"{g.spec.text}: {n} perf-event {'kretprobes' if g.retprobe else 'kprobes'}")
+        elif how in ("fentry", "fexit"):
+            self._attach_tracing(g)
+        elif how == "sampling":
+            self._attach_sampling(g)
+        else:  # pragma: no cover - plan only makes the kinds above
+            raise NotSupportedError(how, f"no attach path for {how}")
+
+    def _attach_each(self, g: Group, fn: Callable[[str, int], Any]) -> None:
+        from ..live.links._base import deferred_signals
+
+        for t, p in zip(g.targets, g.probes, strict=True):
+            with deferred_signals():
+                self._links.append(fn(t, p.idx))
+
+    def _attach_syscalls(self, g: Group) -> None:
+        from ..live.links import attach_raw_tracepoint
+
+        enter = g.how == "sys_enter"
+        src = P.IdxSource.SYSCALL_ENTER if enter else P.IdxSource.SYSCALL_EXIT
+        payload = P.Payload.SYSCALL_REGS if enter else P.Payload.SYSCALL_RET
+        prog = self._load(self._spec(g, src, payload=payload), ProgType.RAW_TRACEPOINT, f"bpfmux_{g.how}")
+        self._links.append(attach_raw_tracepoint(prog, g.how))
+        self.mechanisms.append(f"{g.spec.text}: 1 raw tracepoint ({g.how}) with an in-kernel filter on "
+                               f"{len(g.probes)} syscall numbers")  # fmt: skip
+
+    def _attach_raw_tp(self, g: Group) -> None:
+        from ..live.links import attach_raw_tracepoint
+        from ..live.links._base import deferred_signals
+
+        payload = P.Payload.RAW_ARGS
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE, payload=payload), ProgType.RAW_TRACEPOINT,
+                          "bpfmux_raw_tp")  # fmt: skip
+        fallback_t, fallback_p = [], []
+        count = 0
+        for t, p in zip(g.targets, g.probes, strict=True):
+            bare = t.rsplit(":", 1)[-1]
+            try:
+                with deferred_signals():
+                    self._links.append(attach_raw_tracepoint(prog, bare, cookie=p.idx))
+                count += 1
+            except NotFoundError:
+                if g.spec.kind == "rawtracepoint":
+                    raise
+                fallback_t.append(t)
+                fallback_p.append(p)
+        if count:
+            self.mechanisms.append(f"{g.spec.text}: {count} raw tracepoint links (one program, probe in the cookie)")
+        if fallback_t:
+            self._attach_tracepoints(g, fallback_t, fallback_p, why=" (no raw tracepoint of that name)")
+
+    def _attach_tracepoints(self, g: Group, targets: list[str], probes: list[Probe], why: str) -> None:
+        from ..live.links import attach_tracepoint
+        from ..live.links._base import deferred_signals
+
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE, payload=P.Payload.RECORD), ProgType.TRACEPOINT,
+                          "bpfmux_tp")  # fmt: skip
+        for t, p in zip(targets, probes, strict=True):
+            with deferred_signals():
+                self._links.append(attach_tracepoint(prog, t, cookie=p.idx))
+        reason = why or (" (--args reads the record)" if self.options.mode == "args" else "")
+        self.mechanisms.append(f"{g.spec.text}: {len(targets)} perf-event tracepoint links{reason}")
+
+    def _attach_tracing(self, g: Group) -> None:
+        from ..live.links import attach_tracing
+        from ..live.links._base import deferred_signals
+
+        at = AttachType.TRACE_FENTRY if g.how == "fentry" else AttachType.TRACE_FEXIT
+        for t, p in zip(g.targets, g.probes, strict=True):
+            btf = _vmlinux()
+            sig = btf.func(t)
+            p.info["signature"] = sig
+            nargs = sig.nregs + (1 if g.how == "fexit" else 0)
+            fid = _vmlinux_id(t, "func")
+            try:
+                prog = self._load(self._spec(g, P.IdxSource.IMM, imm=p.idx, payload=P.Payload.TRACING, nargs=nargs),
+                                  ProgType.TRACING, f"bpfmux_{g.how}", attach=at, attach_btf_id=fid)  # fmt: skip
+            except BpfError as e:
+                if e.errno in (1, 95, 524):
+                    raise NotSupportedError(g.how, f"{g.how}: probes are not supported by this kernel ({e}); use "
+                                            "tracepoint: or rawtracepoint: probes instead") from e  # fmt: skip
+                raise
+            with deferred_signals():
+                self._links.append(attach_tracing(prog, t))
+        self.mechanisms.append(f"{g.spec.text}: {len(g.probes)} {g.how} trampoline links")
+
+    def _attach_sampling(self, g: Group) -> None:
+        from ..live.links import attach_sampling
+        from .spec import SOFTWARE_EVENTS
+
+        s = g.spec
+        p = g.probes[0]
+        prog = self._load(self._spec(g, P.IdxSource.IMM, imm=p.idx), ProgType.PERF_EVENT, "bpfmux_sample")
+        pid = self.options.pid if self.options.pid is not None else -1
+        if s.kind == "profile":
+            if s.name == "hz":
+                link = attach_sampling(prog, "cpu_clock", sample_freq=s.rate, pid=pid)
+            else:
+                unit = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}[s.name]
+                link = attach_sampling(prog, "cpu_clock", sample_period=s.rate * unit, pid=pid)
+        else:
+            link = attach_sampling(prog, SOFTWARE_EVENTS[s.name][0], sample_period=s.rate, pid=pid)
+        self._links.append(link)
+        self.mechanisms.append(f"{s.text}: perf_event sampling on {len(getattr(link, 'links', [1]))} CPU(s)")
+
+    def kind_of(self) -> dict[int, str]:
+        """Probe index → how its group attached (``:ret`` appended for return
+        probes), what :func:`bpfmux.trace.decode.decode_event` needs."""
+        out: dict[int, str] = {}
+        for g in self.groups:
+            for p in g.probes:
+                out[p.idx] = g.how + (":ret" if g.retprobe else "")
+        return out
+
+    # --- reading ----------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Read every aggregation map now.
+
+        :raises BpfError: a map read failed.
+        """
+        snap = Snapshot(time.monotonic())
+        m = self.maps
+        if "counts" in m:
+            for i, v in m["counts"].raw_items():
+                total = _sum_percpu(v)
+                if total:
+                    snap.counts[(int.from_bytes(i, "little"), 0, "")] = total
+        if "hist" in m:
+            for i, v in m["hist"].raw_items():
+                total = _sum_percpu(v)
+                if total:
+                    k = int.from_bytes(i, "little")
+                    snap.hists.setdefault((k // P.HIST_BUCKETS, 0, ""), {})[k % P.HIST_BUCKETS] = total
+        if "latsum" in m:
+            for i, v in m["latsum"].raw_items():
+                total = _sum_percpu(v)
+                if total:
+                    snap.latsum[int.from_bytes(i, "little")] = total
+        if "agg" in m:
+            mode = self.options.mode
+            for k, v in m["agg"].raw_items():
+                idx, a, pid, b, comm = P.AGG_KEY.unpack(bytes(k))
+                n = int.from_bytes(bytes(v)[:8], "little")
+                if mode == "stacks":
+                    snap.stacks[(idx, a, b, pid, _comm(comm))] = n
+                elif mode == "latency":
+                    snap.hists.setdefault((idx, pid, _comm(comm)), {})[a] = n
+                else:
+                    key = (idx, pid, _comm(comm))
+                    snap.counts[key] = snap.counts.get(key, 0) + n
+        if "drops" in m:
+            for _, v in m["drops"].raw_items():
+                snap.drops += _sum_percpu(v)
+        return snap
+
+    def stack(self, stack_id: int) -> list[int]:
+        """Instruction pointers of a stack id (empty when the id is an error/absent)."""
+        if stack_id < 0 or "stacks" not in self.maps:
+            return []
+        with contextlib.suppress(KeyError, BpfError):
+            raw = self.maps["stacks"].lookup_raw(stack_id.to_bytes(4, "little"))
+            if raw is None:
+                return []
+            ips = [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+            return [ip for ip in ips if ip]
+        return []
+
+    def events(self, callback: Callable[[bytes], Any]) -> Any:
+        """The ring buffer reader of ``--args`` (``poll(timeout)`` delivers
+        each raw event to ``callback``).
+
+        :raises NotSupportedError: not in args mode.
+        """
+        if "events" not in self.maps:
+            raise NotSupportedError("events", "only --args mode produces events")
+        if self._ring is None:
+            self._ring = self.maps["events"].reader(callback)
+        return self._ring
+
+
+def _sum_percpu(raw: Any) -> int:
+    b = bytes(raw)
+    if len(b) <= 8:
+        return int.from_bytes(b, "little")
+    total = 0
+    for i in range(0, len(b) - 7, 8):
+        total += int.from_bytes(b[i:i + 8], "little")
+    return total
+
+
+def _vmlinux() -> Any:
+    from ..btf import Btf
+
+    try:
+        return Btf.vmlinux()
+    except OSError as e:
+        raise NotSupportedError("BTF", f"this kernel has no BTF (/sys/kernel/btf/vmlinux: {e.strerror}); "
+                                "it is needed for this probe kind — use a kernel built with "
+                                "CONFIG_DEBUG_INFO_BTF=y, or tracepoint:/uprobe: probes") from None  # fmt: skip
+
+
+def _vmlinux_id(name: str, kind: str) -> int:
+    ids = _vmlinux().find_ids(name, kind)
+    if not ids:
+        raise NotFoundError(f"kernel {kind}", name, "this kernel's BTF does not have it")
+    return ids[0]
+

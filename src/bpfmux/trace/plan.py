@@ -1,0 +1,330 @@
+"""Turning probe specs into attachments: which probes a spec names (globs
+expanded) and which mechanism covers each group of them.
+
+Each :class:`Group` becomes one multi-attach with the best mechanism the
+kernel has (see :func:`plan`):
+
+| probes | mechanism |
+| --- | --- |
+| ``tracepoint:syscalls:sys_enter_*`` (any subset) | one ``sys_enter`` raw tracepoint; the syscall number is filtered in the kernel through the ``sysidx`` array |
+| ``tracepoint:syscalls:sys_exit_*`` | one ``sys_exit`` raw tracepoint, same filter |
+| other tracepoints (count, stacks) | one program, one raw tracepoint link per tracepoint, the probe index in the BPF cookie |
+| tracepoints with ``--args`` | tracepoint programs on perf-event links (the record is needed) |
+| ``uprobe``/``uretprobe`` globs | one ``uprobe_multi`` link per binary (``uprobe`` session for ``--latency``) |
+| ``kprobe``/``kretprobe`` globs | one ``kprobe_multi`` link (session for ``--latency``), else perf-event kprobes |
+| ``fentry``/``fexit`` | one program per function (BPF trampolines) |
+| ``profile``, ``software`` | a ``perf_event`` program on a sampling event per CPU |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NotFoundError, NotSupportedError, ParseError
+from .spec import ProbeSpec, is_glob
+from .syscalls import syscall_number
+
+__all__ = ["MODES", "Group", "Probe", "TraceOptions", "plan"]
+
+MODES = ("count", "latency", "args", "stacks")
+
+
+@dataclass
+class TraceOptions:
+    """What to trace and how (the command line's options).
+
+    :ivar mode: one of :data:`MODES`.
+    :ivar by: ``None``, ``"pid"`` or ``"comm"`` (count and latency modes).
+    :ivar pid: only this process (tgid).
+    :ivar comm: only processes with this command name.
+    :ivar min_latency: latency mode: ignore calls faster than this (ns).
+    """
+
+    mode: str = "count"
+    by: str | None = None
+    pid: int | None = None
+    comm: str | None = None
+    min_latency: int = 0
+
+
+@dataclass
+class Probe:
+    """One thing counted: a tracepoint, a function, a sampling event.
+
+    :ivar idx: its index in the tracer's maps (the BPF cookie).
+    :ivar name: display name (``tracepoint:sched:sched_switch``).
+    :ivar info: what decoding its events needs (a tracepoint format, a BTF
+        signature, a syscall number, …).
+    """
+
+    idx: int
+    name: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    """Probes attached together with one mechanism.
+
+    :ivar how: mechanism key (``sys_enter``, ``sys_exit``, ``raw_tp``,
+        ``tracepoint``, ``uprobe_multi``, ``uprobe``, ``kprobe_multi``,
+        ``kprobe``, ``fentry``, ``fexit``, ``sampling``).
+    :ivar targets: one attach target per probe (same order).
+    :ivar retprobe: return probes (uretprobe, kretprobe).
+    :ivar role: ``"count"`` (the group's action is the mode's), or in latency
+        mode ``"session"``, ``"entry"``, ``"exit"``.
+    """
+
+    spec: ProbeSpec
+    how: str
+    probes: list[Probe]
+    targets: list[str]
+    retprobe: bool = False
+    role: str = "main"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.probes: list[Probe] = []
+        self.by_name: dict[str, Probe] = {}
+
+    def get(self, name: str, info: dict[str, Any] | None = None) -> tuple[Probe, bool]:
+        if name in self.by_name:
+            return self.by_name[name], False
+        p = Probe(len(self.probes), name, info or {})
+        self.probes.append(p)
+        self.by_name[name] = p
+        return p, True
+
+
+def _features() -> Any:
+    from ..live.features import features
+
+    return features()
+
+
+def _supported_attach(name: str) -> bool:
+    from ..uapi import AttachType
+
+    try:
+        return bool(_features().attach_type(AttachType[name]).supported)
+    except Exception:
+        return False
+
+
+def _supported_link(name: str) -> bool:
+    from ..uapi import LinkType
+
+    try:
+        return bool(_features().link_type(LinkType[name]).supported)
+    except Exception:
+        return False
+
+
+def _tracepoints(spec: ProbeSpec) -> list[tuple[str, str]]:
+    from ..live import tracefs
+
+    found = tracefs.list_tracepoints(f"{spec.category}:{spec.name}")
+    if not found:
+        if is_glob(spec.category) or is_glob(spec.name):
+            raise NotFoundError("tracepoint", spec.text, "the glob matches no tracepoint; list them with "
+                                "'ls /sys/kernel/tracing/events' or 'bpftrace -l'")  # fmt: skip
+        raise NotFoundError("tracepoint", spec.text, f"check the spelling; the subsystem's tracepoints are in "
+                            f"{tracefs.tracefs_root()}/events/{spec.category}/")  # fmt: skip
+    return found
+
+
+def _syscall_name(name: str) -> str:
+    for p in ("sys_enter_", "sys_exit_"):
+        if name.startswith(p):
+            return name[len(p):]
+    return name
+
+
+def _require_kprobes() -> None:
+    if not os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
+        raise NotSupportedError("kprobe", "kprobe:/kretprobe: probes are not supported by this kernel (it was built "
+                                "without CONFIG_KPROBES); use tracepoint: or rawtracepoint: probes instead")  # fmt: skip
+
+
+def _require_fentry(kind: str) -> None:
+    if not _supported_attach("TRACE_FENTRY"):
+        raise NotSupportedError(kind, f"{kind}: probes are not supported by this kernel (no BPF trampolines: "
+                                "fentry/fexit programs are refused); use tracepoint: or rawtracepoint: probes "
+                                "instead")  # fmt: skip
+
+
+def _kernel_functions(spec: ProbeSpec) -> list[str]:
+    from ..live.links.kprobe_multi import resolve_kernel_functions
+
+    base = spec.name.partition("+")[0] if not is_glob(spec.name) else spec.name
+    names, _ = resolve_kernel_functions([base])
+    return names
+
+
+def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
+    from ..live.links.uprobe_multi import resolve_uprobe_targets
+
+    groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
+    (path, (funcs, _, _)), = groups.items()
+    seen: dict[int, str] = {}
+    for name, off in funcs:
+        seen.setdefault(off, name)  # aliases at one offset are one probe
+    return path, [(n, o) for o, n in seen.items()]
+
+
+def plan(specs: list[ProbeSpec], opts: TraceOptions) -> tuple[list[Group], list[Probe]]:
+    """Expand every spec and choose a mechanism for each group of probes.
+
+    :raises NotFoundError: a spec matches nothing.
+    :raises NotSupportedError: the kernel lacks what a spec needs.
+    :raises ParseError: the mode does not fit a probe kind.
+    """
+    if opts.mode not in MODES:
+        raise ParseError(f"unknown mode {opts.mode!r}; one of {', '.join(MODES)}")
+    index = _Index()
+    groups: list[Group] = []
+    for spec in specs:
+        groups.extend(_plan_one(spec, opts, index))
+    groups = [g for g in groups if g.probes]
+    if not groups:
+        raise NotFoundError("probe", " ".join(s.text for s in specs), "every spec matched only probes already given")
+    return groups, index.probes
+
+
+def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+    mode = opts.mode
+    k = spec.kind
+    if k == "tracepoint":
+        return _plan_tracepoints(spec, opts, index)
+    if k == "rawtracepoint":
+        if mode == "latency":
+            raise ParseError(f"--latency needs function probes (uprobe, kprobe, fentry) or syscall tracepoints, "
+                             f"not {spec.text!r}")  # fmt: skip
+        from ..live import tracefs
+
+        if spec.category or is_glob(spec.name):
+            pattern = f"{spec.category or '*'}:{spec.name}"
+            names = sorted({n for _, n in tracefs.list_tracepoints(pattern)})
+            if not names:
+                raise NotFoundError("raw tracepoint", spec.text, "the glob matches no tracepoint")
+        else:
+            names = [spec.name]
+        g = Group(spec, "raw_tp", [], [])
+        for n in names:
+            p, new = index.get(f"rawtracepoint:{n}", {"raw_tp": n})
+            if new:
+                g.probes.append(p)
+                g.targets.append(n)
+        return [g]
+    if k in ("uprobe", "uretprobe"):
+        return _plan_uprobes(spec, opts, index)
+    if k in ("kprobe", "kretprobe"):
+        _require_kprobes()
+        names = _kernel_functions(spec)
+        offset = spec.name.partition("+")[2]
+        multi = _supported_link("KPROBE_MULTI") and not offset
+        out = []
+        probes, targets = [], []
+        for n in names:
+            p, new = index.get(f"{'kprobe' if mode == 'latency' else k}:{n}", {"function": n})
+            if new:
+                probes.append(p)
+                targets.append(n + (f"+{offset}" if offset else ""))
+        if mode == "latency":
+            if multi and _supported_attach("TRACE_KPROBE_SESSION"):
+                return [Group(spec, "kprobe_multi", probes, targets, role="session")]
+            how = "kprobe_multi" if multi else "kprobe"
+            return [Group(spec, how, probes, targets, role="entry"),
+                    Group(spec, how, probes, targets, retprobe=True, role="exit")]  # fmt: skip
+        out.append(Group(spec, "kprobe_multi" if multi else "kprobe", probes, targets, retprobe=k == "kretprobe"))
+        return out
+    if k in ("fentry", "fexit"):
+        _require_fentry(k)
+        names = _kernel_functions(spec)
+        probes, targets = [], []
+        for n in names:
+            p, new = index.get(f"{'fentry' if mode == 'latency' else k}:{n}", {"function": n})
+            if new:
+                probes.append(p)
+                targets.append(n)
+        if mode == "latency":
+            return [Group(spec, "fentry", probes, targets, role="entry"),
+                    Group(spec, "fexit", probes, targets, role="exit")]  # fmt: skip
+        return [Group(spec, k, probes, targets)]
+    # profile / software
+    if mode == "latency":
+        raise ParseError(f"--latency needs function probes or syscall tracepoints, not {spec.text!r}")
+    if mode == "args":
+        raise ParseError(f"--args needs tracepoints or function probes, not {spec.text!r}")
+    p, new = index.get(spec.canonical, {})
+    return [Group(spec, "sampling", [p] if new else [], [spec.canonical])]
+
+
+def _plan_tracepoints(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+    mode = opts.mode
+    found = _tracepoints(spec)
+    enter = Group(spec, "sys_enter", [], [])
+    exit_ = Group(spec, "sys_exit", [], [])
+    other = Group(spec, "tracepoint" if mode == "args" else "raw_tp", [], [])
+    perf = Group(spec, "tracepoint", [], [])
+    for cat, name in found:
+        nr = syscall_number(name) if cat == "syscalls" else None
+        if mode == "latency":
+            if nr is None or not name.startswith(("sys_enter_", "sys_exit_")):
+                raise ParseError(f"--latency needs function probes (uprobe, kprobe, fentry) or syscall tracepoints; "
+                                 f"{cat}:{name} is neither")  # fmt: skip
+            sc = _syscall_name(name)
+            p, new = index.get(f"syscall:{sc}", {"syscall": nr})
+            if new:
+                enter.probes.append(p)
+                enter.targets.append(name)
+            continue
+        full = f"tracepoint:{cat}:{name}"
+        if nr is not None and name.startswith("sys_enter_"):
+            p, new = index.get(full, {"syscall": nr, "tracepoint": (cat, name)})
+            if new:
+                enter.probes.append(p)
+                enter.targets.append(name)
+        elif nr is not None and name.startswith("sys_exit_"):
+            p, new = index.get(full, {"syscall": nr, "tracepoint": (cat, name)})
+            if new:
+                exit_.probes.append(p)
+                exit_.targets.append(name)
+        elif cat == "syscalls":  # a syscall tracepoint bpfmux has no number for: its own perf event
+            p, new = index.get(full, {"tracepoint": (cat, name)})
+            if new:
+                perf.probes.append(p)
+                perf.targets.append(f"{cat}:{name}")
+        else:
+            p, new = index.get(full, {"tracepoint": (cat, name)})
+            if new:
+                other.probes.append(p)
+                other.targets.append(f"{cat}:{name}")
+    if mode == "latency":
+        exit_.probes, exit_.targets = list(enter.probes), list(enter.targets)
+        enter.role, exit_.role = "entry", "exit"
+    return [g for g in (enter, exit_, other, perf) if g.probes]
+
+
+def _plan_uprobes(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+    mode = opts.mode
+    path, funcs = _uprobe_functions(spec)
+    kind = "uprobe" if mode == "latency" else spec.kind
+    probes, targets = [], []
+    for name, off in funcs:
+        p, new = index.get(f"{kind}:{path}:{name}", {"function": name, "binary": path, "offset": off})
+        if new:
+            probes.append(p)
+            targets.append(f"{path}:{off:#x}")
+    multi = _supported_link("UPROBE_MULTI")
+    how = "uprobe_multi" if multi else "uprobe"
+    if mode == "latency":
+        if multi and _supported_attach("TRACE_UPROBE_SESSION"):
+            return [Group(spec, how, probes, targets, role="session")]
+        return [Group(spec, how, probes, targets, role="entry"),
+                Group(spec, how, probes, targets, retprobe=True, role="exit")]  # fmt: skip
+    return [Group(spec, how, probes, targets, retprobe=spec.kind == "uretprobe")]

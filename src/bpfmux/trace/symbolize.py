@@ -1,0 +1,120 @@
+"""Instruction pointers → ``function+offset`` for ``--stacks``.
+
+Kernel addresses go through ``/proc/kallsyms`` (nearest text symbol at or
+below the address). User addresses go through the process's
+``/proc/PID/maps`` (which file, at which file offset) and that file's ELF
+symbols (:class:`bpfmux.live.symbols.ElfSymbols`). Process maps are
+remembered once read, so stacks of processes that have exited by the time
+the report is printed still resolve when they were seen earlier
+(:meth:`Symbolizer.remember`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from typing import Any
+
+from ..errors import BpfmuxError
+
+__all__ = ["Symbolizer", "parse_maps"]
+
+
+def parse_maps(text: str) -> list[tuple[int, int, int, str]]:
+    """``/proc/PID/maps`` text → ``(start, end, file offset, path)`` of file-backed
+    executable mappings. Malformed lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        path = parts[5].strip()
+        if not path.startswith("/"):
+            continue
+        try:
+            lo, _, hi = parts[0].partition("-")
+            out.append((int(lo, 16), int(hi, 16), int(parts[2], 16), path))
+        except ValueError:
+            continue
+    return out
+
+
+class _Table:
+    """Sorted (start, size, name) with nearest-lower lookup."""
+
+    def __init__(self, entries: list[tuple[int, int, str]]) -> None:
+        entries.sort()
+        self.starts = [e[0] for e in entries]
+        self.entries = entries
+
+    def find(self, addr: int, sized: bool) -> tuple[str, int] | None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0:
+            return None
+        start, size, name = self.entries[i]
+        if sized and size and addr >= start + size:
+            return None
+        return name, addr - start
+
+
+class Symbolizer:
+    """Resolves kernel and user instruction pointers (lazily loads tables)."""
+
+    def __init__(self) -> None:
+        self._kernel: _Table | None = None
+        self._maps: dict[int, list[tuple[int, int, int, str]]] = {}
+        self._elf: dict[str, _Table | None] = {}
+
+    def kernel(self, ip: int) -> str:
+        """``func+0x1f`` (or the hex address when unknown)."""
+        if self._kernel is None:
+            entries: list[tuple[int, int, str]] = []
+            with contextlib.suppress(OSError, BpfmuxError):
+                from ..live.symbols import KernelSymbols
+
+                for s in KernelSymbols.load().symbols:
+                    if s.is_function and s.address:
+                        name = f"{s.name} [{s.module}]" if s.module else s.name
+                        entries.append((s.address, 0, name))
+            self._kernel = _Table(entries)
+        hit = self._kernel.find(ip, sized=False)
+        return f"{hit[0]}+{hit[1]:#x}" if hit else f"{ip:#x}"
+
+    def remember(self, pid: int) -> None:
+        """Read and keep ``/proc/PID/maps`` (no error if the process is gone)."""
+        if pid <= 0 or pid in self._maps:
+            return
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+                self._maps[pid] = parse_maps(f.read())
+        except OSError:
+            pass
+
+    def _elf_table(self, path: str) -> _Table | None:
+        if path not in self._elf:
+            table = None
+            with contextlib.suppress(OSError, BpfmuxError):
+                from ..live.symbols import ElfSymbols
+
+                syms = ElfSymbols.cached(path)
+                table = _Table([(s.offset, s.size, s.name) for s in syms.symbols])
+            self._elf[path] = table
+        return self._elf[path]
+
+    def user(self, pid: int, ip: int) -> str:
+        """``func+0x1f (libc.so.6)`` or ``0x… (path)``/``0x…``."""
+        self.remember(pid)
+        for lo, hi, off, path in self._maps.get(pid, ()):
+            if lo <= ip < hi:
+                file_off = ip - lo + off
+                table = self._elf_table(path)
+                hit = table.find(file_off, sized=True) if table else None
+                base = path.rsplit("/", 1)[-1]
+                return f"{hit[0]}+{hit[1]:#x} ({base})" if hit else f"{ip:#x} ({base})"
+        return f"{ip:#x}"
+
+    def symbolize(self, tracer: Any, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
+        """(kernel frames, user frames) of two stack ids, innermost first."""
+        k = [self.kernel(ip) for ip in tracer.stack(kstack)]
+        u = [self.user(pid, ip) for ip in tracer.stack(ustack)]
+        return k, u
