@@ -3,7 +3,7 @@ link) vs bpftrace (one uprobe perf event per function).
 
 Both count hits per probed function, only for the workload process (its
 command name is the unique ``bpfmuxwl``: a copy of ``ls`` listing
-``/usr/include/linux`` (long format) with ``LC_ALL=C`` into a pipe, which calls
+``/usr/include`` (long format) with ``LC_ALL=C`` into a pipe, which calls
 libc's ``strcoll``, ``strftime``, the ``str*`` resolvers at start-up, …), and
 the same workload runs once under each tool:
 
@@ -43,7 +43,7 @@ GLOB = "str*"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-WORK_ARGS = ["-l", "--time-style=long-iso", "/usr/include/linux"]
+WORK_ARGS = ["-l", "--time-style=long-iso", "/usr/include"]
 
 
 def make_workload(tmp: Path) -> list[str]:
@@ -172,7 +172,7 @@ def main() -> int:
     result = {
         "name": NAME,
         "unit": "wall seconds of one tool run: attach + workload + detach (lower is better); ratio = peer / ours",
-        "workload": f"{COMM} = ls -l /usr/include/linux (LC_ALL=C), one run per tool",
+        "workload": f"{COMM} = ls -l /usr/include (LC_ALL=C, output to a pipe), one run per tool",
         "ours": {"wall_s": ours_wall, **{k: v for k, v in ours.items() if k != "counts"}},
         "peer": {"tool": "bpftrace", "wall_s": peer_wall, "probes": peer_probes},
         "ratio": ratio,
