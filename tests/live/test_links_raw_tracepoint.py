@@ -8,7 +8,7 @@ import pytest
 from links_progs import Counters, counting_prog
 
 from bpfmux.btf import Btf
-from bpfmux.errors import NotFoundError
+from bpfmux.errors import NotFoundError, NotSupportedError
 from bpfmux.live import links
 from bpfmux.uapi import AttachType, BtfKind, LinkType, ProgType
 
@@ -65,3 +65,18 @@ def test_tp_btf(counters):
     os.getppid()
     assert (counters[21], counters[0]) == (6, 1)
     prog.close()
+
+
+def test_update_and_force_detach_are_refused_by_kind(counters):
+    a = counting_prog(ProgType.RAW_TRACEPOINT, counters, slot=1, tgid=os.getpid(), syscall_nr=NR_GETPPID)
+    b = counting_prog(ProgType.RAW_TRACEPOINT, counters, slot=2, tgid=os.getpid(), syscall_nr=NR_GETPPID)
+    with links.attach(a, "sys_enter") as link:
+        with pytest.raises(NotSupportedError, match="cannot swap the program"):
+            link.update(b)
+        with pytest.raises(NotSupportedError, match="force-detach"):
+            link.detach()
+        assert link.program is a
+        os.getppid()
+    assert (counters[1], counters[2]) == (1, 0)  # the refused update changed nothing
+    a.close()
+    b.close()

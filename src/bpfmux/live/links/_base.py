@@ -95,6 +95,9 @@ class FdLink(Link):
     """
 
     kind = "link"
+    #: the kernel can swap this kind's program (``BPF_LINK_UPDATE``); raw
+    #: tracepoint, perf-event, kprobe/uprobe multi and trampoline links cannot
+    updatable = False
 
     def __init__(self, program: Any, fd: _sys.Fd | None, target: str, *, owned: Sequence[Any] = (),
                  cookie: int | None = None) -> None:  # fmt: skip
@@ -187,6 +190,10 @@ class FdLink(Link):
         :raises BpfError: ``EINVAL`` incompatible program, ``EPERM`` ``old``
             does not match.
         """
+        if not self.updatable:
+            raise NotSupportedError(f"{self.kind} link update",
+                                    f"the kernel cannot swap the program of a {self.kind} link; attach the new "
+                                    "program, then close this link")  # fmt: skip
         try:
             _sys.link_update(self.fd, prog_fd(program), prog_fd(old) if old is not None else None)
         except BpfError as e:

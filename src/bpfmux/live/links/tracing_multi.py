@@ -45,6 +45,7 @@ class TracingMultiLink(FdLink, MultiLink):
 
     kind = "tracing_multi"
     mechanism = "tracing_multi"
+    updatable = True  # one BPF_LINK_UPDATE swaps the program on every function
 
     def __init__(self, program: Any, fd: _sys.Fd, functions: list[str], btf_ids: list[int],
                  cookies: list[int] | None, targets: Sequence[str]) -> None:  # fmt: skip
