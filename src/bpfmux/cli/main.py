@@ -21,6 +21,7 @@ SUBCOMMANDS = [
     "objdump",
     "trace",
     "run",
+    "emulate",
 ]
 
 

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...errors import NotFoundError
+from ...uapi import BtfKind
 from .frame import MAX_ARGS, MAX_ARGS_SINGLE, U64
+
+_QUALIFIERS = (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG)
 
 #: Base of deterministically assigned function addresses (x86-64 kernel text).
 TEXT_BASE = 0xFFFFFFFF81000000
@@ -133,8 +136,6 @@ class FunctionTable:
         addresses are assigned deterministically in BTF order from
         :data:`TEXT_BASE`. Functions with one name appear once (the first).
         """
-        from ...uapi import BtfKind
-
         t = cls()
         t._btf = btf
         kind_of = btf.kind_of  # type: ignore[attr-defined]
@@ -150,14 +151,12 @@ class FunctionTable:
         return t
 
     def _param(self, type_id: int, name: str) -> Param:
-        from ...uapi import BtfKind
-
         hit = self._type_cache.get(type_id)
         if hit is None:
             btf = self._btf
             k = btf.kind_of(type_id) if type_id else 0  # type: ignore[attr-defined]
             t = btf[type_id] if type_id else None  # type: ignore[index]
-            if k in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG):
+            if k in _QUALIFIERS:
                 hit = self._param(t.type_id, "")  # type: ignore[union-attr]
             elif k == BtfKind.PTR:
                 hit = Param("", 8, pointer=True, target=self._struct_name(t.type_id))  # type: ignore[union-attr]
@@ -175,13 +174,11 @@ class FunctionTable:
         return Param(name, hit.size, hit.signed, hit.pointer, hit.by_value_struct, hit.target) if name else hit
 
     def _struct_name(self, type_id: int) -> str | None:
-        from ...uapi import BtfKind
-
         btf = self._btf
         while type_id:
             k = btf.kind_of(type_id)  # type: ignore[attr-defined]
             t = btf[type_id]  # type: ignore[index]
-            if k in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG):
+            if k in _QUALIFIERS:
                 type_id = t.type_id
                 continue
             return t.name or None if k in (BtfKind.STRUCT, BtfKind.UNION) else None
