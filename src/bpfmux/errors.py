@@ -25,7 +25,7 @@ class BpfError(BpfmuxError, OSError):
     instance that is also of that subclass.
     """
 
-    def __new__(cls, errno: int, message: str, *args: object) -> "BpfError":
+    def __new__(cls, errno: int, message: str, *args: object) -> BpfError:
         sub = _errno_class(cls, errno)
         return OSError.__new__(sub, errno, message)
 
@@ -66,7 +66,7 @@ class VerifierError(BpfError):
     :ivar program: name of the rejected program.
     """
 
-    def __new__(cls, errno: int, message: str, log: str = "", program: str = "") -> "VerifierError":
+    def __new__(cls, errno: int, message: str, log: str = "", program: str = "") -> VerifierError:
         return super().__new__(cls, errno, message)
 
     def __init__(self, errno: int, message: str, log: str = "", program: str = "") -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 
 
-
 class Cmd(enum.IntEnum):
     """``enum bpf_cmd``: the first argument of ``bpf(2)``."""
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bpfmux.errors import ParseError
 from bpfmux.codecs import IntCodec, RawCodec, U64ListCodec, codec_for
+from bpfmux.errors import ParseError
 
 
 @given(st.sampled_from([1, 2, 4, 8]), st.booleans(), st.data())

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import api
+from ..codecs import codec_for
 from ..errors import BpfError, NotFoundError, NotSupportedError
 from ..uapi import AttachType, MapType, ProgFlags
 from . import maps as _maps
 from . import sys as _sys
-from ..codecs import codec_for
 from .program import LiveProgram, load_insns, pack_func_info, pack_line_info
 
 #: attach type → how the vmlinux BTF name of the target is formed, and its kind

@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import api
+from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
 from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
 from ..uapi import MapFlags, MapType, UpdateFlags
 from . import sys as _sys
-from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
 
 _ENOTSUPP = 524
 _BATCH = 256
