@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ...api import Link
 from ...errors import NotSupportedError, ParseError
 from ...uapi import AttachType, ProgType
-from ._base import FdLink, RawProgram, expected_attach_type, prog_fd, prog_type, section_info
+from ._base import FdLink, RawProgram, close_all, expected_attach_type, prog_fd, prog_type, section_info
 from .multi import GroupLink, attach_many
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,31 @@ __all__ = [
     "attach_tracing_multi",
     "attach_uprobe",
     "attach_uprobe_multi",
+    "close_all",
+    "syscall_function",
 ]
+
+
+def syscall_function(name: str) -> str:
+    """The kernel function behind syscall ``name`` (``"getpid"`` →
+    ``"__x64_sys_getpid"``), as a ``ksyscall/NAME`` section means it: the
+    architecture's syscall wrapper when kallsyms has one, else ``sys_NAME``.
+    """
+    import os
+
+    from ..symbols import KernelSymbols
+
+    prefixes = {"x86_64": "__x64_sys_", "aarch64": "__arm64_sys_", "s390x": "__s390x_sys_",
+                "riscv64": "__riscv_sys_", "ppc64le": "sys_"}  # fmt: skip
+    cand = prefixes.get(os.uname().machine, "sys_") + name
+    try:
+        ks = KernelSymbols.load()
+    except OSError:
+        return cand
+    for c in (cand, f"__se_sys_{name}", f"sys_{name}"):
+        if c in ks:
+            return c
+    return cand
 
 
 def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
@@ -164,7 +188,13 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
             return attach_uprobe_multi(program, [need()], cks, retprobe=retprobe, **opts)
         if eat in (AttachType.TRACE_KPROBE_MULTI, AttachType.TRACE_KPROBE_SESSION):
             return attach_kprobe_multi(program, [need()], cks, retprobe=retprobe, **opts)
+        kind = info.attach_kind.value if info is not None and info.attach_kind is not None else None
+        if kind == "usdt":
+            raise NotSupportedError("usdt", "USDT probes are not implemented by bpfmux.live.links; attach the "
+                                    "program as a uprobe on the probe's address instead")  # fmt: skip
         t = need()
+        if kind == "ksyscall" and target == info.target:
+            t = syscall_function(t)
         if ":" in t:
             return attach_uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
         return attach_kprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
