@@ -91,12 +91,17 @@ class AddressSpace:
     :ivar handles: slot → object, for non-data addresses (maps, code).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, first_slot: int = FIRST_SLOT) -> None:
+        """:param first_slot: slot of the first region; a task's user memory
+            uses a low one (e.g. ``0x10``: addresses from ``0x10_0000_0000``)
+            so its addresses look like user addresses."""
+        if not 1 <= first_slot <= LAST_SLOT:
+            raise BpfmuxError(f"first_slot must be in 1..{LAST_SLOT:#x}")
         self.rbufs: dict[int, Buffer] = {}
         self.wbufs: dict[int, Buffer] = {}
         self.regions: dict[int, Region] = {}
         self.handles: dict[int, object] = {}
-        self._next = FIRST_SLOT
+        self._next = first_slot
         self._free: list[int] = []
 
     # -- slots -------------------------------------------------------------
@@ -198,6 +203,9 @@ class AddressSpace:
         region = self.regions.get(slot)
         if region is not None:
             return f"{addr:#x} ({region.name or region.kind}+{addr & OFFSET_MASK}, size {len(region.buf)})"
+        below = self.regions.get(slot + 1)
+        if below is not None and below.base - addr <= 1 << 16:
+            return f"{addr:#x} ({below.base - addr} bytes below {below.name or below.kind}, size {len(below.buf)})"
         if slot in self.handles:
             return f"{addr:#x} (handle of {self.handles[slot]!r}, not memory)"
         return f"{addr:#x} (unmapped)"

@@ -265,7 +265,7 @@ class RunState:
         self.depth = 0
         self.tail_calls = 0
         self.insns = 0
-        self.loops_left = BPF_MAX_LOOPS
+        self.loops_left = vm.may_goto_budget
         self.pc: int | None = None
         self.reservations: dict[int, Any] = {}
         self.locks: set[int] = set()

@@ -19,7 +19,7 @@ from . import interp
 from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
-from .runtime import STACK_SIZE, Clock, RunContext, RunState, Task
+from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Task
 
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
@@ -330,6 +330,8 @@ class VM:
     :ivar max_insns: the checked tier stops a run after this many instructions.
     :ivar max_loop_iterations: the fast tier stops a loop after this many
         iterations in one entry.
+    :ivar may_goto_budget: how many ``may_goto`` fall-throughs one run gets
+        (the kernel's ``BPF_MAX_LOOPS``, 8M).
     :ivar hz: the tick rate of ``bpf_jiffies64``.
     """
 
@@ -345,7 +347,7 @@ class VM:
         self.tier = tier
         self.task = task or Task()
         self.clock = clock or Clock()
-        self.helpers = helpers or HelperTable()
+        self.helpers = helpers if helpers is not None else HelperTable()
         self.random = random.Random(seed)
         self.trace_log: list[str] = []
         self.on_trace: Callable[[str], None] | None = None
@@ -355,6 +357,7 @@ class VM:
         self.symbolize: Callable[[int], str | None] | None = None
         self.max_insns = 1 << 25
         self.max_loop_iterations = 1 << 24
+        self.may_goto_budget = BPF_MAX_LOOPS
         self.hz = 250
         self._fds: dict[int, object] = {}
         self._next_fd = 3

@@ -75,7 +75,7 @@ class ArrayMap(EmuMap):
         if region is None:
             start = index * self.stride
             view = self._views[cpu][start : start + self.value_size]
-            region = self.vm.space.map(view, f"{self.name}[{index}]", "map_value", self._prog_writable, self)
+            region = self.vm.space.map(view, f"{self.name or f'map{self.id}'}[{index}]", "map_value", self._prog_writable, self)
             regions[index] = region
         return region
 

@@ -115,9 +115,8 @@ class ProgArrayMap(_FdArray):
     def _resolve(self, value: Any) -> Any:
         from ..vm import EmuProgram
 
-        prog = value if isinstance(value, EmuProgram) else self.vm.prog_by_fd(int(value)) if isinstance(
-            value, int) else None
-        if prog is None or prog.vm is not self.vm:
+        prog = value if isinstance(value, EmuProgram) else self.vm._fds.get(value) if isinstance(value, int) else None
+        if not isinstance(prog, EmuProgram) or prog.vm is not self.vm:
             raise BpfError(errno.EBADF, f"prog array {self.name!r}: store an emulated program of this VM or its fd")
         if self.owner_type is not None and prog.prog_type != self.owner_type:
             raise BpfError(errno.EINVAL, f"prog array {self.name!r} holds programs of type {self.owner_type}; "

@@ -80,7 +80,7 @@ class HashMap(EmuMap):
     def _region(self, elem: _Elem, cpu: int) -> Region:
         region = elem.regions[cpu]
         if region is None:
-            region = self.vm.space.map(elem.bufs[cpu], f"{self.name}[{elem.key.hex()}]", "map_value", True, self)
+            region = self.vm.space.map(elem.bufs[cpu], f"{self.name or f'map{self.id}'}[{elem.key.hex()}]", "map_value", True, self)
             elem.regions[cpu] = region
         return region
 
@@ -314,8 +314,8 @@ def inner_map_value(outer: Any, value: Any) -> EmuMap:
     from ...uapi import MapFlags
 
     vm = outer.vm
-    inner = value if isinstance(value, EmuMap) else vm.map_by_fd(int(value)) if isinstance(value, int) else None
-    if inner is None or inner.vm is not vm:
+    inner = value if isinstance(value, EmuMap) else vm._fds.get(value) if isinstance(value, int) else None
+    if not isinstance(inner, EmuMap) or inner.vm is not vm:
         raise BpfError(errno.EBADF, f"map-of-maps {outer.name!r}: the value must be an emulated map of this VM "
                        "or its fd")
     t = outer.inner
