@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 from ...api import Link
 from ...errors import NotSupportedError, ParseError
 from ...uapi import AttachType, ProgType
-from ._base import FdLink, RawProgram, close_all, expected_attach_type, prog_fd, prog_type, section_info
+from ._base import (
+    FdLink,
+    RawProgram,
+    close_all,
+    deferred_signals,
+    expected_attach_type,
+    prog_fd,
+    prog_type,
+    section_info,
+)
 from .multi import GroupLink, attach_many
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,6 +107,7 @@ __all__ = [
     "attach_uprobe",
     "attach_uprobe_multi",
     "close_all",
+    "deferred_signals",
     "syscall_function",
 ]
 
