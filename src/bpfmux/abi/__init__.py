@@ -23,14 +23,15 @@ from ..uapi import AttachType, ProgType
 from .context import ContextLayout, CtxAccess, CtxField
 from .ptregs import perf_event_layout, pt_regs_layout
 from .rawtp import raw_tp_layout
-from .skbuff import socket_filter_layout
+from .skbuff import socket_filter_layout, tc_layout, xdp_layout
 from .tpformat import TracepointFormat, generic_tracepoint_layout, load_format, parse_format
 from .tracing import ArgInfo, FrameView, frame_layout
 
 __all__ = [
     "ArgInfo", "ContextLayout", "CtxAccess", "CtxField", "FrameView", "TracepointFormat", "context_for",
     "frame_layout", "frame_view_for", "generic_tracepoint_layout", "load_format", "parse_format",
-    "perf_event_layout", "pt_regs_layout", "raw_tp_layout", "socket_filter_layout",
+    "perf_event_layout", "pt_regs_layout", "raw_tp_layout", "socket_filter_layout", "syscall_layout", "tc_layout",
+    "xdp_layout",
 ]
 
 _MAINLINE_MULTI = {AttachType.TRACE_FENTRY_MULTI, AttachType.TRACE_FEXIT_MULTI, AttachType.TRACE_FSESSION_MULTI}
@@ -58,6 +59,16 @@ def frame_view_for(attach_type: int | None, multi_func: bool = False) -> FrameVi
         raise NotSupportedError("tracing attach type", f"no trampoline frame for attach type {attach_type!r}") from None
 
 
+#: ``U16_MAX``: the size limit of a ``syscall`` program's context.
+SYSCALL_CTX_MAX = 0xFFFF
+
+
+def syscall_layout() -> ContextLayout:
+    """Context of ``BPF_PROG_TYPE_SYSCALL`` programs: caller-supplied memory,
+    any aligned read or write below 64 KiB (``syscall_prog_is_valid_access``)."""
+    return ContextLayout("syscall ctx", SYSCALL_CTX_MAX, "window", 0, SYSCALL_CTX_MAX, writable=True)
+
+
 def context_for(prog_type: int, attach_type: int | None = None, *, tracepoint: TracepointFormat | None = None,
                 strict_tracepoint: bool = False, args: Sequence[ArgInfo] | None = None,
                 ret: ArgInfo | None = None, func: str = "", multi_func: bool = False) -> ContextLayout:
@@ -83,7 +94,15 @@ def context_for(prog_type: int, attach_type: int | None = None, *, tracepoint: T
         return raw_tp_layout()
     if pt == ProgType.SOCKET_FILTER:
         return socket_filter_layout()
-    if pt == ProgType.TRACING:
+    if pt in (ProgType.SCHED_CLS, ProgType.SCHED_ACT):
+        return tc_layout()
+    if pt == ProgType.XDP:
+        return xdp_layout()
+    if pt == ProgType.SYSCALL:
+        return syscall_layout()
+    if pt in (ProgType.TRACING, ProgType.LSM):
+        if pt == ProgType.LSM:
+            return frame_layout(FrameView.FEXIT, args or [ArgInfo(f"arg{i}") for i in range(1, 7)], ret, func)
         view = frame_view_for(attach_type, multi_func)
         if args is None and view not in (FrameView.SEED_MULTI, FrameView.MAINLINE_MULTI):
             args = [ArgInfo(f"arg{i}") for i in range(1, 7)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 #: What a successful context load puts into the destination register.
-LoadKind = Literal["scalar", "ptr_to_btf_id", "ptr_to_tp_buffer"]
+LoadKind = Literal["scalar", "ptr_to_btf_id", "ptr_to_tp_buffer", "ptr_to_packet"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,3 +55,38 @@ def socket_filter_layout() -> ContextLayout:
             continue
         fields.append(CtxField(name, off, size, writable=name.startswith("cb[")))
     return ContextLayout("struct __sk_buff", SK_BUFF_SIZE, "fields", fields=tuple(fields))
+
+_PACKET = {"data", "data_end", "data_meta"}
+_TC_WRITABLE = {"mark", "priority", "tc_index", "tc_classid", "queue_mapping", "tstamp", "cb[0]", "cb[1]", "cb[2]",
+                "cb[3]", "cb[4]"}
+
+
+def tc_layout() -> ContextLayout:
+    """Context of ``BPF_PROG_TYPE_SCHED_CLS``/``SCHED_ACT`` programs (``tc``).
+
+    Packet pointers (``data``, ``data_end``, ``data_meta``) load as
+    ``ptr_to_packet``, which the emulator's verifier does not model.
+    """
+    fields = []
+    for name, off, size in SK_BUFF_MEMBERS:
+        if name in ("flow_keys",):
+            continue
+        load = "ptr_to_packet" if name in _PACKET else "scalar"
+        fields.append(CtxField(name, off, size, writable=name in _TC_WRITABLE, load=load))
+    return ContextLayout("struct __sk_buff", SK_BUFF_SIZE, "fields", fields=tuple(fields))
+
+
+#: ``struct xdp_md`` members: (name, offset, size).
+XDP_MD_MEMBERS: tuple[tuple[str, int, int], ...] = (
+    ("data", 0, 4), ("data_end", 4, 4), ("data_meta", 8, 4), ("ingress_ifindex", 12, 4),
+    ("rx_queue_index", 16, 4), ("egress_ifindex", 20, 4),
+)
+
+
+def xdp_layout() -> ContextLayout:
+    """Context of XDP programs (``struct xdp_md``, read-only; packet pointers not modelled)."""
+    fields = tuple(
+        CtxField(n, off, size, load="ptr_to_packet" if n in _PACKET else "scalar")
+        for n, off, size in XDP_MD_MEMBERS
+    )
+    return ContextLayout("struct xdp_md", 24, "fields", fields=fields)

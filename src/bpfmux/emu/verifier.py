@@ -129,12 +129,15 @@ class KfuncInfo:
 
     :ivar name: function name.
     :ivar nargs: number of arguments (r1..r{nargs} must be initialized).
-    :ivar ret: ``"void"``, ``"scalar"`` or ``"ptr"`` (a maybe-null kernel object).
+    :ivar ret: ``"void"``, ``"scalar"``, ``"ptr"`` (a kernel object, read-only,
+        may be NULL) or ``"mem"`` (``mem_size`` writable bytes, e.g. ``u64 *``).
+    :ivar mem_size: for ``"mem"``, the size of the pointed-to scalar.
     """
 
     name: str
     nargs: int = 0
     ret: str = "scalar"
+    mem_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -336,25 +339,33 @@ class _Verifier:
         lst = self.explored.get(idx)
         if lst is None:
             lst = self.explored[idx] = []
-        for old in lst:
+        keep: list[VState] = []
+        pruned = False
+        for pos, old in enumerate(lst):
             if old.branches > 0:
                 if states_exact(old, cur, live):
                     raise Reject(errno.EINVAL, f"infinite loop detected at insn {self.cfg.slots[idx]}",
                                  self.cfg.slots[idx])
+            elif states_safe(old, cur, live):
+                old.hit += 1
+                keep.extend(lst[pos:])
+                pruned = True
+                break
+            old.miss += 1
+            # like the kernel: a state that keeps missing is not worth comparing against
+            if old.miss > old.hit * 3 + 3:
+                self.total_states -= 1
                 continue
-            if states_safe(old, cur, live):
-                return True
-        if len(lst) >= MAX_STATES_PER_INSN:
-            for i, old in enumerate(lst):
-                if old.branches == 0:
-                    del lst[i]
-                    self.total_states -= 1
-                    break
+            keep.append(old)
+        lst[:] = keep
+        if pruned:
+            return True
         cp = cur.copy()
         cp.branches = 1
         cp.parent = cur.parent
         cp.insn = idx
         cur.parent = cp
+        cur.last_cp_processed = self.processed
         lst.append(cp)
         self.total_states += 1
         self.peak_states = max(self.peak_states, self.total_states)
@@ -592,6 +603,9 @@ class _Verifier:
             self.max_ctx_off = max(self.max_ctx_off, off + size)
         if write:
             return NOT_INIT
+        if verdict.load == "ptr_to_packet":
+            raise self._reject(f"{self.ctx.name}: packet pointers are not modelled by the bpfmux verifier",
+                               errno.EINVAL)
         if verdict.load == "ptr_to_btf_id":
             r = Reg.ptr(T.PTR_TO_BTF_ID)
             r.btf = verdict.field.btf_type if verdict.field else None
@@ -824,7 +838,7 @@ class _Verifier:
 
     def _ptr_taken(self, op: int, a: Reg, b: Reg) -> bool | None:
         ptr, other = (a, b) if a.type != T.SCALAR else (b, a)
-        if ptr.null or not other.is_null_const or ptr.type == T.SCALAR:
+        if ptr.null or not other.is_null_const or ptr.type in (T.SCALAR, T.PTR_TO_BTF_ID):
             return None
         if op == Jmp.JEQ:
             return False
@@ -922,8 +936,11 @@ class _Verifier:
             fr.regs[0] = NOT_INIT
         elif info.ret == "ptr":
             r = Reg.ptr(T.PTR_TO_BTF_ID)
-            r.null = True
-            r.id = self._new_id()
+            r.btf = info.name
+            fr.regs[0] = r
+        elif info.ret == "mem":
+            r = Reg.ptr(T.PTR_TO_MEM)
+            r.size = info.mem_size
             fr.regs[0] = r
         else:
             fr.regs[0] = Reg.unknown()

@@ -190,7 +190,7 @@ PROTOS: dict[int, HelperProto] = {p.id: p for p in (
        ret=Ret.MAP_VALUE_OR_NULL),
     _p(H.task_storage_delete, A.CONST_MAP_PTR, A.PTR_TO_BTF_ID),
     _p(H.per_cpu_ptr, A.PTR_TO_PERCPU_BTF_ID, A.ANYTHING, ret=Ret.MEM_OR_BTF_ID_OR_NULL),
-    _p(H.this_cpu_ptr, A.PTR_TO_PERCPU_BTF_ID, ret=Ret.MEM_OR_BTF_ID_OR_NULL),
+    _p(H.this_cpu_ptr, A.PTR_TO_PERCPU_BTF_ID, ret=Ret.BTF_ID),
     _p(H.spin_lock, A.PTR_TO_SPIN_LOCK, ret=Ret.VOID),
     _p(H.spin_unlock, A.PTR_TO_SPIN_LOCK, ret=Ret.VOID),
 )}
@@ -267,6 +267,8 @@ _TYPE_KEYS = {
     ProgType.PERF_EVENT: "perf_event",
     ProgType.RAW_TRACEPOINT: "raw_tracepoint",
     ProgType.RAW_TRACEPOINT_WRITABLE: "raw_tracepoint",
+    ProgType.SYSCALL: "syscall",
+    ProgType.LSM: "tp_btf",
 }
 
 

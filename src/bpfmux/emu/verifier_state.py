@@ -388,7 +388,7 @@ class Frame:
 class VState:
     """A verifier state: call frames (innermost last) and held references."""
 
-    __slots__ = ("frames", "refs", "parent", "branches", "insn", "last_cp_processed")
+    __slots__ = ("frames", "refs", "parent", "branches", "insn", "last_cp_processed", "hit", "miss")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -397,6 +397,8 @@ class VState:
         self.branches = 0
         self.insn = -1
         self.last_cp_processed = 0
+        self.hit = 0
+        self.miss = 0
 
     @property
     def cur(self) -> Frame:
@@ -410,6 +412,7 @@ class VState:
         s.branches = 0
         s.insn = self.insn
         s.last_cp_processed = self.last_cp_processed
+        s.hit = s.miss = 0
         return s
 
 

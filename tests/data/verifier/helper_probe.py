@@ -33,6 +33,7 @@ PROBED = {
     "perf_event": (7, 0, None),
     "raw_tracepoint": (17, 0, None),
     "tp_btf": (26, 23, "btf_trace_sched_switch"),
+    "syscall": (31, 0, None),
 }
 MAX_HELPER = 211
 _REFUSED = ("cannot use helper", "unknown func", "invalid func")
