@@ -559,8 +559,8 @@ class ProgFlags(enum.IntFlag):
     TEST_RND_HI32 = 1 << 2
     TEST_STATE_FREQ = 1 << 3
     SLEEPABLE = 1 << 4
-    XDP_HAS_FRAGS = 1 << 5
     MULTI_FUNC = 1 << 5
+    XDP_HAS_FRAGS = 1 << 5
     XDP_DEV_BOUND_ONLY = 1 << 6
     TEST_REG_INVARIANTS = 1 << 7
     TOKEN_FD = 1 << 16
