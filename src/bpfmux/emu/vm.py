@@ -385,8 +385,9 @@ class VM:
     def map_from_spec(self, spec: Any, inner: EmuMap | None = None) -> EmuMap:
         """Create a map from a map spec (an object with ``name``, ``type``
         (or ``map_type``), ``key_size``, ``value_size``, ``max_entries``,
-        optional ``flags``/``map_flags``, ``inner`` (a spec), and initial
-        ``data``/``contents``).
+        optional ``flags``/``map_flags``, ``inner`` (a spec), initial
+        ``value``/``data``/``contents`` (global data) and ``frozen``), such
+        as :class:`bpfmux.obj.MapSpec`.
 
         :raises NotSupportedError: unknown map type.
         :raises BpfError: the kernel would refuse these parameters.
@@ -401,13 +402,20 @@ class VM:
             inner_spec = getattr(spec, "inner", None) or getattr(spec, "inner_map", None)
             if inner_spec is not None:
                 inner = self.map_from_spec(inner_spec)
-        mp = self.create_map(mtype, spec.key_size, spec.value_size, spec.max_entries, flags=int(flags or 0),
+        max_entries = spec.max_entries
+        if int(mtype) == MapType.PERF_EVENT_ARRAY and max_entries == 0:
+            max_entries = self.ncpus  # libbpf: one slot per possible CPU
+        mp = self.create_map(mtype, spec.key_size, spec.value_size, max_entries, flags=int(flags or 0),
                              name=getattr(spec, "name", "") or "", inner=inner)
-        data = getattr(spec, "data", None)
-        if data is None:
-            data = getattr(spec, "contents", None)
+        data = None
+        for attr in ("value", "data", "contents"):
+            data = getattr(spec, attr, None)
+            if data is not None:
+                break
         if isinstance(data, bytes | bytearray) and data and hasattr(mp, "storage"):
             mp.storage[0][: len(data)] = data  # type: ignore[attr-defined]
+        if getattr(spec, "frozen", False) is True:
+            mp.freeze()
         return mp
 
     def map_by_fd(self, fd: int) -> EmuMap:

@@ -67,13 +67,15 @@ class EmuMap(api.Map):
 
     def __init__(self, vm: VM, key_size: int, value_size: int, max_entries: int, *, flags: int = 0,
                  name: str = "", key_codec: Codec | None = None, value_codec: Codec | None = None) -> None:
-        self._validate(key_size, value_size, max_entries, flags)
         self.vm = vm
         self.name = name
         self.key_size = key_size
         self.value_size = value_size
         self.max_entries = max_entries
         self.flags = flags
+        self.fd = self.id = self.handle = -1
+        self._closed = True
+        self._validate(key_size, value_size, max_entries, flags)
         self.key_codec = key_codec
         self.value_codec = value_codec
         self.frozen = False
