@@ -146,6 +146,16 @@ class KernelSymbols:
         with open(path, encoding="ascii", errors="replace") as f:
             return cls(parse_kallsyms(f.read(), path), path)
 
+    @classmethod
+    def cached(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
+        """:meth:`load`, done once per process (module loads after that are
+        not seen; call :meth:`load` for a fresh table).
+
+        :raises OSError: the file cannot be read.
+        :raises ParseError: the file is malformed.
+        """
+        return _cached_kallsyms(path)
+
     @property
     def addresses_visible(self) -> bool:
         """False when every address reads 0 (``kptr_restrict``, not root)."""
@@ -487,6 +497,11 @@ class ElfSymbols:
         if off is None:
             raise NotFoundError("address", hex(address), f"no PT_LOAD segment of {self.path} covers it")
         return off
+
+
+@lru_cache(maxsize=2)
+def _cached_kallsyms(path: str) -> KernelSymbols:
+    return KernelSymbols.load(path)
 
 
 @lru_cache(maxsize=32)

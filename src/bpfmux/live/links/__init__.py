@@ -125,7 +125,7 @@ def syscall_function(name: str) -> str:
                 "riscv64": "__riscv_sys_", "ppc64le": "sys_"}  # fmt: skip
     cand = prefixes.get(os.uname().machine, "sys_") + name
     try:
-        ks = KernelSymbols.load()
+        ks = KernelSymbols.cached()
     except OSError:
         return cand
     for c in (cand, f"__se_sys_{name}", f"sys_{name}"):

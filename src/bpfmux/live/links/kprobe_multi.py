@@ -51,7 +51,7 @@ def _candidates() -> list[str]:
     try:
         return tracefs.available_filter_functions()
     except NotSupportedError:
-        ks = KernelSymbols.load()
+        ks = KernelSymbols.cached()
         return [s.name for s in ks.symbols if s.is_function and s.module is None]
 
 
