@@ -204,3 +204,36 @@ def test_tracepoint_sees_its_record_and_raw_tp_its_args(emu):
 
 def test_pt_regs_layout_is_x86_64():
     assert len(PT_REGS_FIELDS) == 21 and PT_REGS_FIELDS.index("di") == 14 and PT_REGS_FIELDS.index("ip") == 16
+
+
+def test_reads_past_the_record_are_refused_at_attach(emu):
+    """Tracepoint programs are verified before their event is known; attaching
+    checks the highest context offset against the end of the record's last
+    field (EACCES), as the kernel does."""
+    tp = "syscalls:sys_enter_openat"
+    fmt = load_format("syscalls", "sys_enter_openat")
+    last = max(f.offset + f.size for f in fmt.fields)
+    inside, _ = ctx_dump_prog(emu, ProgType.TRACEPOINT, [last - 8], "inside")
+    past, _ = ctx_dump_prog(emu, ProgType.TRACEPOINT, [(last + 7) & ~7], "past")
+    assert inside.max_ctx_offset == last and past.max_ctx_offset > last
+    inside.attach(tp).close()
+    with pytest.raises(BpfError) as ei:
+        past.attach(tp)
+    assert ei.value.errno == errno.EACCES
+    small = load_format("syscalls", "sys_enter_getpid")  # 12 bytes: even the u64 at 8 is past it
+    with pytest.raises(BpfError):
+        inside.attach("syscalls:sys_enter_getpid")
+    assert max(f.offset + f.size for f in small.fields) < inside.max_ctx_offset
+
+
+def test_raw_tp_reading_past_its_arguments_is_refused():
+    with Emulator(btf="auto") as emu:
+        if emu.btf is None:
+            pytest.skip("needs kernel BTF for raw tracepoint prototypes (/sys/kernel/btf/vmlinux)")
+        assert emu.raw_tp_nargs("sched_switch") == 4
+        ok, _ = ctx_dump_prog(emu, ProgType.RAW_TRACEPOINT, [24], "ok")
+        bad, _ = ctx_dump_prog(emu, ProgType.RAW_TRACEPOINT, [32], "bad")
+        ok.attach("sched_switch").close()
+        with pytest.raises(BpfError) as ei:
+            bad.attach("sched_switch")
+        assert ei.value.errno == errno.EINVAL

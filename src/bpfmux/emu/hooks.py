@@ -104,6 +104,9 @@ class TraceEvent:
         if prog.prog_type != self.prog_type:
             raise BpfError(errno.EINVAL, f"{self.name} runs {self.prog_type.name.lower()} programs, "
                                          f"not {ProgType(prog.prog_type).name.lower()} ({prog.name!r})")
+        if self.format is not None and prog.max_ctx_offset > self.format.size:
+            raise BpfError(errno.EACCES, f"{prog.name} reads up to byte {prog.max_ctx_offset} of its context, "
+                                         f"past the end of {self.name}'s {self.format.size}-byte record")
         self.array.add(prog, owner, cookie)
         self._sync_perf_probe()
 

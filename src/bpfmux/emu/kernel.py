@@ -263,6 +263,7 @@ class Emulator:
                 raise BpfError(errno.EINVAL, f"{name}: BPF_F_MULTI_FUNC programs must be fentry or fexit; "
                                              "multi programs cannot modify the return value")
         insn_list = list(insns)
+        max_ctx = 0
         if self.verify:
             maps = {}
             for m in self.vm.maps:
@@ -275,11 +276,15 @@ class Emulator:
                 from .verifier_obj import _kfuncs
 
                 kfuncs = _kfuncs(insn_list, self.btf)
-            verify(insn_list, ptype, attach_type=attach_type, ctx=self._context(ptype, attach_type, target, flags),
-                   maps=maps, kfuncs=kfuncs, gpl="GPL" in license, flags=flags, name=name)
+            result = verify(insn_list, ptype, attach_type=attach_type,
+                            ctx=self._context(ptype, attach_type, target, flags), maps=maps, kfuncs=kfuncs,
+                            gpl="GPL" in license, flags=flags, name=name)
+            max_ctx = result.max_ctx_offset
         vmprog = self.vm.load(insn_list, name=name, prog_type=ptype, expected_attach_type=attach_type)
-        return EmulatedProgram(self, vmprog, section=section, attach_type=attach_type, target=target,
+        prog = EmulatedProgram(self, vmprog, section=section, attach_type=attach_type, target=target,
                                flags=flags, spec=spec)
+        prog.max_ctx_offset = max_ctx
+        return prog
 
     def _context(self, ptype: ProgType, attach_type: int, target: str | None, flags: int) -> Any:
         multi = ProgFlags.MULTI_FUNC in ProgFlags(flags)
@@ -501,7 +506,7 @@ class Emulator:
                     raise BpfmuxError(f"{prog.name}: a multi program needs a function glob")
                 return self.attach_many(prog, [target], **options)
             if at == AttachType.TRACE_RAW_TP:
-                return RawTracepointLink(self, prog, self.tracepoint(_need(target, prog)), cookie)
+                return self._raw_link(prog, _need(target, prog), cookie)
             kind = _SINGLE.get(AttachType(at)) if at in set(_SINGLE) else None
             if kind is None:
                 raise NotSupportedError(f"tracing attach type {at}", f"{prog.name}: the emulated kernel has no "
@@ -516,7 +521,7 @@ class Emulator:
             finally:
                 pe.close()
         if pt == ProgType.RAW_TRACEPOINT:
-            return RawTracepointLink(self, prog, self.tracepoint(_need(target, prog)), cookie)
+            return self._raw_link(prog, _need(target, prog), cookie)
         if pt == ProgType.KPROBE:
             sec = prog.section
             if sec.startswith(("uprobe", "uretprobe", "usdt")):
@@ -536,6 +541,26 @@ class Emulator:
             return PerfEventLink(self, prog, event, cookie)
         raise NotSupportedError(f"attaching {pt.name.lower()} programs", f"{prog.name}: the emulated kernel "
                                 "cannot attach this program type")
+
+    def raw_tp_nargs(self, name: str) -> int | None:
+        """Arguments of raw tracepoint ``name`` (its ``TP_PROTO``), from BTF; ``None`` without BTF."""
+        if self.btf is None:
+            return None
+        from .verifier_obj import _tp_btf_frame
+
+        raw = self.tracepoint(name).name.split(":", 1)[1]
+        try:
+            return len(_tp_btf_frame(self.btf, raw))
+        except NotFoundError:
+            return None
+
+    def _raw_link(self, prog: EmulatedProgram, target: str, cookie: int) -> RawTracepointLink:
+        ev = self.tracepoint(target)
+        nargs = self.raw_tp_nargs(target)
+        if nargs is not None and prog.max_ctx_offset > 8 * nargs:
+            raise BpfError(errno.EINVAL, f"{prog.name} reads {prog.max_ctx_offset} bytes of context, but raw "
+                                         f"tracepoint {target} has {nargs} arguments ({8 * nargs} bytes)")
+        return RawTracepointLink(self, prog, ev, cookie)
 
     def attach_many(self, prog: EmulatedProgram, targets: Iterable[str], cookies: Sequence[int] | None = None,
                     *, retprobe: bool = False, **options: Any) -> api.MultiLink:

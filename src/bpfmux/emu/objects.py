@@ -49,6 +49,8 @@ class EmulatedProgram(api.Program):
         self._refs = 1  # the fd
         self._fd_open = True
         self.runs = 0
+        #: end of the highest context byte the verifier saw the program read
+        self.max_ctx_offset = 0
 
     # -- lifetime -------------------------------------------------------------
 
