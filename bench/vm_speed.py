@@ -146,8 +146,8 @@ def ours(name: str, source: str, repeat: int) -> dict:
         counted = prog.run(bytes(64), tier="checked")
         insns = counted.insns
         out["insns_per_run"] = insns
-        fast = prog.run(bytes(64), tier="fast")  # translation and compilation happen here, once
-        assert fast.r0 == prog.run(bytes(64), tier="checked").r0 or name != "alu_loop"
+        out["first_r0"] = counted.r0 & 0xFFFFFFFF  # on fresh maps, to compare with the kernel's first run
+        prog.run(bytes(64), tier="fast")  # translation and compilation happen here, once
         for tier, reps in (("fast", repeat), ("checked", max(1, repeat // 10))):
             best = best_wall = float("inf")
             for _ in range(reps):
@@ -158,7 +158,6 @@ def ours(name: str, source: str, repeat: int) -> dict:
             out[f"{tier}_s_per_run"] = best
             out[f"{tier}_minsn_per_s"] = insns / best / 1e6
             out[f"{tier}_minsn_per_s_wall"] = insns / best_wall / 1e6
-        out["r0_fast"] = fast.r0 & 0xFFFFFFFF
     return out
 
 
@@ -175,13 +174,14 @@ def kernel(name: str, source: str, repeat: int) -> dict:
         insns = assemble(source.format(hash=h.fd, array=a.fd))
         fd = lsys.prog_load(ProgType.SCHED_CLS, encode(insns), "GPL", name=name[:15])
         try:
+            first = lsys.prog_test_run(fd, data_in=bytes(64), data_size_out=64, repeat=1)
             res = lsys.prog_test_run(fd, data_in=bytes(64), data_size_out=64, repeat=repeat)
         finally:
             fd.close()
     finally:
         h.close()
         a.close()
-    return {"ns_per_run": res.duration_ns, "retval": res.retval}
+    return {"ns_per_run": res.duration_ns, "retval": first.retval}
 
 
 def main() -> int:
@@ -202,8 +202,8 @@ def main() -> int:
             r["kernel_ns_per_run"] = k["ns_per_run"]
             r["kernel_minsn_per_s"] = r["insns_per_run"] / k["ns_per_run"] * 1e3 if k["ns_per_run"] else None
             r["kernel_retval"] = k["retval"]
-            if name == "alu_loop" and k["retval"] != r["r0_fast"]:
-                print(f"vm_speed: result mismatch on {name}: kernel {k['retval']:#x} vs ours {r['r0_fast']:#x}",
+            if name != "helper_heavy" and k["retval"] != r["first_r0"]:  # helper_heavy reads clock and prandom
+                print(f"vm_speed: result mismatch on {name}: kernel {k['retval']:#x} vs ours {r['first_r0']:#x}",
                       file=sys.stderr)
                 return 1
             r["ratio_fast_to_kernel"] = r["fast_minsn_per_s"] / r["kernel_minsn_per_s"]
