@@ -139,4 +139,4 @@ def attach_uprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Seq
         return links[0]
     from .multi import GroupLink
 
-    return GroupLink(program, links, targets, mechanism="uprobe_multi", kind=links[0].kind)
+    return GroupLink(program, links, targets, mechanism="uprobe_multi", kind=links[0].kind, parallel_close=True)
