@@ -48,6 +48,7 @@ from .runtime import FuncCall, RunContext
 from .trampoline import Abi, Attachment, FunctionTable, KernelFunction, ProgKind, make_policy
 from .trampoline.frame import U64
 from .trampoline.functions import Param, add_test_functions
+from .trampoline.policy import bulk
 
 #: Stack pointer value kprobe programs see (an address in the kernel's stack area).
 KSTACK_TOP = 0xFFFFC90000004000
@@ -641,17 +642,18 @@ class Emulator:
             raise BpfError(errno.EINVAL, f"{len(cookies)} cookies for {len(ids)} functions")
         funcs: list[KernelFunction] = []
         seen: set[KernelFunction] = set()
-        for i in ids:
-            if isinstance(i, KernelFunction):
-                f = i
-            elif self.functions.has_id(i):
-                f = self.functions.by_id(i)
-            else:
-                raise BpfError(errno.EINVAL, f"BTF id {i} is not a function of this kernel")
-            if f in seen:
-                raise BpfError(errno.EINVAL, f"{f.name} is listed twice")
-            seen.add(f)
-            funcs.append(f)
+        with bulk():
+            for i in ids:
+                if isinstance(i, KernelFunction):
+                    f = i
+                elif self.functions.has_id(i):
+                    f = self.functions.by_id(i)
+                else:
+                    raise BpfError(errno.EINVAL, f"BTF id {i} is not a function of this kernel")
+                if f in seen:
+                    raise BpfError(errno.EINVAL, f"{f.name} is listed twice")
+                seen.add(f)
+                funcs.append(f)
         if prog.attach_type in _MAINLINE_MULTI:
             kind, abi = _MAINLINE_MULTI[AttachType(prog.attach_type)], Abi.MAINLINE
         elif prog.attach_type == AttachType.TRACE_FSESSION_MULTI:
