@@ -69,7 +69,7 @@ from .verifier_state import (
     MAX_BPF_STACK,
     MAX_VAR_OFF,
     NOT_INIT,
-    S64_MAX,
+    S64_MIN,
     U32,
     U64,
     Frame,
@@ -93,6 +93,8 @@ MAX_CALL_FRAMES = 8
 MAX_STATES_PER_INSN = 64
 _SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
+_PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
+                     ProgType.TRACING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,8 +405,6 @@ class _Verifier:
         if cls == Class.ST:
             base = self._read(fr, insn.dst)
             size = _SIZES[insn.opcode & 0x18]
-            if base.type == T.PTR_TO_CTX:
-                raise self._reject(f"BPF_ST stores into R{insn.dst} ctx is not allowed")
             imm = insn.imm & ((1 << (8 * size)) - 1) if size < 8 else insn.imm
             self._mem(st, base, insn.dst, insn.off, size, True, Reg.const(imm))
             return idx + 1
@@ -502,17 +502,27 @@ class _Verifier:
                                f"R{d} pointer arithmetic with {_ALU_NAMES.get(aop, '?')} operator prohibited")
         if aop == Alu.SUB and ptr is src:
             raise self._reject(f"R{d} tried to subtract pointer from scalar")
+        if aop == Alu.SUB and ptr.type == T.PTR_TO_STACK:
+            raise self._reject(f"R{d} subtraction from stack pointer prohibited")
         if ptr.null:
             raise self._reject(f"R{d} pointer arithmetic on {type_name(ptr)} prohibited, null-check it first")
         if ptr.type in (T.CONST_PTR_TO_MAP, T.PTR_TO_FUNC):
             raise self._reject(f"R{d} pointer arithmetic on {type_name(ptr)} prohibited")
+        kind = type_name(ptr)
+        if off.is_const and abs(to_signed(off.tv)) >= MAX_VAR_OFF:
+            raise self._reject(f"math between {kind} pointer and {to_signed(off.tv)} is not allowed", errno.EINVAL)
+        if not off.is_const and off.smin == S64_MIN:
+            raise self._reject(f"math between {kind} pointer and register with unbounded min value is not allowed",
+                               errno.EINVAL)
+        if not off.is_const and (off.smin >= MAX_VAR_OFF or off.smin <= -MAX_VAR_OFF):
+            raise self._reject(f"value {off.smin} makes {kind} pointer be out of bounds", errno.EINVAL)
         res = ptr.copy()
         res.id = 0
         if off.is_const:
             c = to_signed(off.tv)
             res.off = ptr.off + c if aop == Alu.ADD else ptr.off - c
             if abs(res.off) >= MAX_VAR_OFF:
-                raise self._reject(f"R{d} pointer offset {res.off} is not allowed")
+                raise self._reject(f"{kind} pointer offset {res.off} is not allowed", errno.EINVAL)
             return res
         if ptr.type == T.PTR_TO_CTX:
             # kernel: allowed, but any access through it is then rejected
@@ -634,7 +644,7 @@ class _Verifier:
         hi = base.off + off + base.smax
         if base.smin < -MAX_VAR_OFF or base.smax > MAX_VAR_OFF or lo < -MAX_BPF_STACK or hi + size > 0:
             raise self._reject(f"invalid variable-offset {verb} stack R{regno} var_off=({base.tv:#x}; "
-                               f"{base.tm:#x}) off={base.off + off} size={size}")
+                               f"{base.tm:#x}) off={base.off + off} size={size}", errno.EINVAL)
         self._note_depth(fr, -lo)
         if write:
             if val is not None and val.type != T.SCALAR:
@@ -896,8 +906,8 @@ class _Verifier:
         if len(st.frames) > 1:
             callee = st.frames.pop()
             caller = st.frames[-1]
-            if r0.type == T.PTR_TO_STACK and r0.frame == callee.frameno:
-                raise self._reject("cannot return stack pointer to the caller")
+            if r0.type == T.PTR_TO_STACK:
+                raise self._reject("cannot return stack pointer to the caller", errno.EINVAL)
             if callee.is_callback:
                 if r0.type != T.SCALAR or r0.smin < 0 or r0.smax > 1:
                     raise self._reject(f"At callback return the register R0 has {r0.describe()} should have been "
@@ -963,6 +973,11 @@ class _Verifier:
         meta = _CallMeta()
         for i, kind in enumerate(proto.args):
             self._check_arg(st, fr, proto, i + 1, kind, meta)
+        m = meta.map
+        if m is not None and not map_compatible(hid, m.type):
+            if hid == HelperId.tail_call:
+                raise self._reject("expected prog array map for tail call", errno.EINVAL)
+            raise self._reject(f"cannot pass map_type {int(m.type)} into func {name}#{hid}", errno.EINVAL)
         # result
         ret = proto.ret
         r0: Reg
@@ -1058,10 +1073,7 @@ class _Verifier:
         if kind == Arg.CONST_MAP_PTR:
             if reg.type != T.CONST_PTR_TO_MAP or reg.null:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=map_ptr")
-            m = reg.map
-            if m is not None and not map_compatible(proto.id, m.type):
-                raise self._reject(f"cannot pass map_type {int(m.type)} into func {name}", errno.EINVAL)
-            meta.map = m
+            meta.map = reg.map
             return
         if kind in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
             self._check_size(st, fr, argno, reg, kind == Arg.CONST_SIZE_OR_ZERO, meta)
@@ -1087,6 +1099,8 @@ class _Verifier:
             if m is None:
                 raise self._reject(f"invalid map_ptr to access map->{'key' if kind == Arg.PTR_TO_MAP_KEY else 'value'}")
             size = m.key_size if kind == Arg.PTR_TO_MAP_KEY else m.value_size
+            if size == 0:
+                raise self._reject(f"{rn} invalid zero-sized read")
             write = kind == Arg.PTR_TO_UNINIT_MAP_VALUE
             self._helper_mem(st, argno, reg, size, size, write, meta, zero_ok=False)
             if kind == Arg.PTR_TO_MAP_KEY:
@@ -1194,7 +1208,8 @@ class _Verifier:
             hi = reg.off + reg.smax + size
             if lo < -MAX_BPF_STACK or hi > 0:
                 off = reg.off + (reg.smin if reg.is_const else 0)
-                raise self._reject(f"invalid indirect access to stack {rn} off={off} size={size}")
+                verb = "write to" if write else "read from"
+                raise self._reject(f"invalid {verb} stack {rn} off={off} size={size}", errno.EINVAL)
             self._note_depth(fr, -lo)
             if write:
                 self._stack_clobber(fr, lo, hi)
@@ -1234,6 +1249,9 @@ class _Verifier:
     # ------------------------------------------------------------------ stack depth
     def _check_stack_depth(self) -> int:
         cfg = self.cfg
+        # Linux >= 6.13 on x86-64 gives tracing programs private stacks: each
+        # frame may use 512 bytes, the combined limit does not apply
+        priv = self.prog_type in _PRIV_STACK_TYPES
         n = len(cfg.subprogs)
         rounded = [max(16, (self.depth.get(k, 0) + 15) // 16 * 16) if self.depth.get(k, 0) else 0
                    for k in range(n)]
@@ -1245,7 +1263,7 @@ class _Verifier:
         def walk(k: int, acc: int, depth: int) -> None:
             nonlocal best
             acc += rounded[k]
-            if acc > MAX_BPF_STACK:
+            if acc > MAX_BPF_STACK and not priv:
                 raise Reject(errno.EACCES, f"combined stack size of {depth} calls is {acc}. Too large")
             best = max(best, acc)
             if depth > MAX_CALL_FRAMES:
@@ -1276,5 +1294,3 @@ _ALU_NAMES = {
     Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.ARSH: "s>>=",
 }
 
-# silence "imported but unused" for names kept for type hints in docs
-_ = (S64_MAX,)

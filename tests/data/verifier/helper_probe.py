@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kshim import prog_load
+from verifier_kshim import prog_load
 
 #: program types probed: name -> (prog_type, expected_attach_type, attach tracepoint for tp_btf)
 PROBED = {
