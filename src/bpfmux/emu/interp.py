@@ -373,10 +373,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                         reg = dst or (imm if 0 < imm <= 10 else 0)
                         target = regs[reg]
                         callee = space.handle(target) if target >= 1 << 32 else None
-                        if callee is None:
-                            kind, tpc = 0, target & M32
-                        else:
-                            kind, tpc = 1, None
+                        kind = 0 if callee is None else 1
                     else:
                         kind, target, callee = src, None, None
                     if kind == 0:  # helper

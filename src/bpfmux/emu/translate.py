@@ -649,7 +649,7 @@ def _callx(rs: RunState, pc: int, target: int, r1: int, r2: int, r3: int, r4: in
 
     callee = rs.space.handle(target) if target >= 1 << 32 else None
     if callee is None:
-        hid = target & M32
+        hid = target
         fn = rs.vm.helpers.table.get(hid)
         if fn is None:
             raise EmulatorFault(f"insn {pc}: unknown helper {hid}; register it with VM.helpers.register()", pc=pc)
