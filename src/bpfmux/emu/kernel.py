@@ -775,13 +775,13 @@ def _resolve_btf(btf: Any) -> Any:
 
 
 def _kallsyms_addresses() -> Any:
-    try:
-        from ..live.symbols import KernelSymbols
+    from ..live.symbols import KernelSymbols
 
+    try:
         syms = KernelSymbols.load()
-    except Exception:
+    except (OSError, ParseError):  # no /proc/kallsyms: deterministic addresses
         return None
-    table = {s.name: s.addr for s in syms if getattr(s, "addr", 0)}
+    table = {s.name: s.address for s in syms.symbols if s.address}
     if not table:
         return None
     from .trampoline.functions import TEXT_BASE, TEXT_STRIDE
