@@ -47,9 +47,15 @@ resolved to the map's fd::
 
     vm = VM()                                   # VM(ncpus=2, tier="checked", seed=1, ...)
     counts = vm.create_map(MapType.HASH, 4, 8, 1024, name="counts")
-    insns = spec.instructions(map_fd=lambda name: maps[name].fd)   # from bpfmux.obj, or
-    insns = assemble("mov32 %r0, 7\\nexit")                         # by hand
-    prog = vm.load(insns, name="p", prog_type=ProgType.SYSCALL)
+
+    # from an object: one emulated map per MapSpec (global data filled,
+    # .rodata frozen), then the program relocated against their fds
+    spec = bpfmux.obj.load_object("prog.bpf.o")
+    maps = {ms.name: vm.map_from_spec(ms) for ms in spec.maps.values()}
+    insns = spec.program("handler").instructions(lambda name: maps[name].fd, target_btf)
+    prog = vm.load(insns, name="handler", prog_type=ProgType.SYSCALL)
+
+    prog2 = vm.load(assemble("mov32 %r0, 7\\nexit"))  # or by hand (bpfmux.isa.asm)
 
 Run it with a context buffer (``r1`` points at it) and get ``r0`` and the
 context back; choose the tier per run (default: the VM's, ``"fast"``)::
@@ -73,6 +79,11 @@ Per-call context for helpers (what the trampoline layer supplies)::
 fits as is). The clock and current task are settable: ``vm.clock.set(ns)``,
 ``vm.task = Task(...)``, ``vm.cpu = 1``.
 
+Addresses: each map has a handle address (``m.handle``, what ``lddw`` of its
+fd yields), every value a program looks up is a region of ``vm.space``; a
+task's user memory is an :class:`AddressSpace` of its own
+(``AddressSpace(first_slot=0x10)`` gives user-looking addresses).
+
 Register a helper (or a kfunc by BTF id)::
 
     def my_helper(rs, r1, r2, r3, r4, r5):   # rs: RunState (rs.read/rs.write/rs.context/rs.vm)
@@ -85,8 +96,12 @@ as ``bytes``, ints packed little-endian, or through a codec such as
 :mod:`bpfmux.btf.codec`), see :mod:`bpfmux.emu.maps`. ``vm.trace_log``
 collects ``bpf_trace_printk`` output.
 
-The conformance runner is :mod:`bpfmux.emu.conformance` (``bpfmux
-conformance DIR``).
+A runaway unverified program is stopped: the checked tier after
+``vm.max_insns`` instructions, the fast tier after ``vm.max_loop_iterations``
+iterations of one loop (EmulatorFault "does not terminate"). A VM is not
+thread-safe. Random programs for differential testing come from
+:mod:`bpfmux.emu.progen`; the conformance runner is
+:mod:`bpfmux.emu.conformance` (``bpfmux conformance DIR``).
 """
 
 from .helpers import HelperTable

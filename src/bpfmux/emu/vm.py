@@ -89,7 +89,7 @@ class EmuProgram:
             raise
         self.fd, self.id = vm._register_prog(self)
         self._fast: dict[int, Callable[..., int]] | None = None
-        self._fast_version = -1
+        self._fast_version: object = None
         self._fast_source: str | None = None
 
     # -- loading ------------------------------------------------------------
@@ -249,9 +249,10 @@ class EmuProgram:
         from . import translate
 
         fns = self._fast
-        if fns is None or self._fast_version != self.vm.helpers.version:
+        version = (self.vm.helpers.version, self.vm.max_loop_iterations, self.vm._kfunc_version)
+        if fns is None or self._fast_version != version:
             fns = self._fast = translate.compile_program(self)
-            self._fast_version = self.vm.helpers.version
+            self._fast_version = version
         fn = fns.get(pc)
         if fn is None:
             self.entries.add(pc)
@@ -353,6 +354,7 @@ class VM:
         self.on_trace: Callable[[str], None] | None = None
         self.kfuncs: dict[int, Callable[..., int]] = {}
         self.kfunc_names: dict[int, str] = {}
+        self._kfunc_version = 0
         self.ksyms: dict[int, int] = {}
         self.symbolize: Callable[[int], str | None] | None = None
         self.max_insns = 1 << 25
@@ -480,6 +482,7 @@ class VM:
         """Make ``call`` of kfunc ``btf_id`` run ``fn(rs, r1, ..., r5)``."""
         self.kfuncs[btf_id] = fn
         self.kfunc_names[btf_id] = name or getattr(fn, "__name__", f"kfunc_{btf_id}")
+        self._kfunc_version += 1
 
     # -- bookkeeping ----------------------------------------------------------------
 

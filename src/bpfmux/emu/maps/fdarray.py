@@ -242,8 +242,9 @@ class PerfEventArrayMap(_FdArray):
         return out
 
     def output(self, rs: RunState, flags: int, data: bytes) -> int:
-        """``bpf_perf_event_output``: 0 or ``-errno``."""
-        if flags & ~(0xFFFFFFFF | (0xFFFFF << 32)):
+        """``bpf_perf_event_output`` (the tracing flavour: only the index
+        bits may be set in ``flags``): 0 or ``-errno``."""
+        if flags & ~0xFFFFFFFF:
             return -errno.EINVAL
         index = flags & 0xFFFFFFFF
         if index == F_CURRENT_CPU:
