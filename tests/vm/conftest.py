@@ -14,7 +14,7 @@ _runs: list[vmtest.VmResult] = []
 
 @pytest.fixture(scope="session")
 def guest_run() -> vmtest.VmResult:
-    """Boot the guest once and run the in-guest selection (``tests/guest``) there."""
+    """Boot the guest once and run the in-guest selection (``vmtest.GUEST_SELECTION``) there."""
     reason = vmtest.skip_reason()
     if reason:
         pytest.skip(f"VM tier not run: {reason}")

@@ -1,4 +1,4 @@
-"""The VM tier: boot Debian's 6.12 kernel under qemu and run tests/guest inside it.
+"""The VM tier: boot Debian's 6.12 kernel under qemu and run the guest selection (tests/guest, …) inside it.
 
 The guest runs once per session (fixture ``guest_run``); every in-guest test is
 reported here as its own host test with the outcome it had in the guest.
@@ -25,16 +25,16 @@ def test_guest_suite_completed(guest_run: vmtest.VmResult, guest_results: dict) 
 
 
 def test_guest_ran_what_the_host_collects(guest_results: dict) -> None:
-    """The guest ran exactly the tests the host collects from tests/guest (no silent drop-outs)."""
-    assert _IDS, f"host collection of tests/guest failed:\n{_COLLECT_OUTPUT}"
+    """The guest ran exactly the tests the host collects from the selection (no silent drop-outs)."""
+    assert _IDS, f"host collection of the guest selection failed:\n{_COLLECT_OUTPUT}"
     assert sorted(guest_results) == sorted(_IDS)
 
 
-@pytest.mark.parametrize("nodeid", _IDS or ["<host collection of tests/guest failed>"])
+@pytest.mark.parametrize("nodeid", _IDS or ["<host collection of the guest selection failed>"])
 def test_in_guest(nodeid: str, guest_run: vmtest.VmResult, guest_results: dict) -> None:
     """One in-guest test, with the outcome it had inside the guest."""
     if not _IDS:
-        pytest.fail(f"host collection of tests/guest failed:\n{_COLLECT_OUTPUT}")
+        pytest.fail(f"host collection of the guest selection failed:\n{_COLLECT_OUTPUT}")
     entry = guest_results.get(nodeid)
     if entry is None:
         pytest.fail(f"{nodeid} did not run in the guest (exit status {guest_run.exit_status}):\n{_tail(guest_run.output)}")

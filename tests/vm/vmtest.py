@@ -24,7 +24,7 @@ checkout's ``src`` first on ``PYTHONPATH``, so ``bpfmux`` imports from the
 checkout the harness belongs to, wherever it was cloned.
 
 Command line: ``python3 -m tests.vm.vmtest`` (from the repository root) runs
-the in-guest test selection ``tests/guest``; ``--prepare`` only fetches and
+the in-guest test selection (:data:`GUEST_SELECTION`); ``--prepare`` only fetches and
 builds; ``-- CMD...`` runs another command. See ``--help``.
 
 Everything is cached under ``$BPFMUX_VMTEST_CACHE`` or
@@ -656,8 +656,9 @@ def run_in_vm(
     )
 
 
-#: The in-guest test selection the tier runs by default.
-GUEST_SELECTION = ("tests/guest",)
+#: The in-guest test selection the tier runs by default: the guest-only tests, and the live link tests whose
+#: kernel-function kinds (kprobe, kprobe_multi, fentry/fexit/fmod_ret) only take their "supported" branch there.
+GUEST_SELECTION = ("tests/guest", "tests/live/test_links_kernel_kinds.py")
 
 
 def guest_pytest_argv(selection: Sequence[str] = GUEST_SELECTION, extra: Sequence[str] = ()) -> list[str]:
