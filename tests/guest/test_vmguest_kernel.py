@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -146,3 +147,30 @@ def test_bpfmux_features_command_reports_kprobe_multi_and_fentry() -> None:
     table = json.loads(proc.stdout)
     assert table["link_types"]["kprobe_multi"]["supported"], table["link_types"]
     assert table["attach_types"]["trace_fentry"]["supported"], table["attach_types"]
+
+
+def _cli() -> list[str]:
+    exe = shutil.which("bpfmux")  # the installed console script, as a user would run it
+    return [exe] if exe else [sys.executable, "-m", "bpfmux.cli.main"]
+
+
+def test_bpfmux_features_table_shows_kprobe_multi_and_fentry_supported() -> None:
+    """The human-readable table of `bpfmux features` (the host side prints these rows in its summary)."""
+    proc = subprocess.run(
+        [*_cli(), "features", "--only", "link_types", "--only", "attach_types"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    share = os.environ.get("BPFMUX_VMTEST_SHARE")
+    if share:
+        Path(share, "features.txt").write_text(proc.stdout)
+    rows = {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) >= 2 and cells[0]:
+            rows.setdefault(cells[0], cells[1])
+    for name in ("kprobe_multi", "tracing", "trace_fentry", "trace_fexit", "modify_return", "trace_kprobe_multi"):
+        assert rows.get(name) == "yes", (name, proc.stdout)

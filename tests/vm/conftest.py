@@ -51,5 +51,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             links = json.loads(run.files["features.json"]).get("link_types", {})
             have = sorted(k for k, v in links.items() if v.get("supported"))
             terminalreporter.write_line(f"vmtest: guest link types supported (bpfmux feature probes): {', '.join(have)}")
+        if "features.txt" in run.files:
+            for line in run.files["features.txt"].decode(errors="replace").splitlines():
+                if any(f"│ {name} " in line for name in ("kprobe_multi", "tracing", "trace_fentry")):
+                    terminalreporter.write_line(f"vmtest: guest `bpfmux features`: {line.strip()}")
         log = Path(vmtest.cache_dir()) / "last-run.log"
         log.write_text(run.console)
