@@ -25,15 +25,16 @@ SUBCOMMANDS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the top-level parser with every available subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Build the top-level parser with every available subcommand (or just
+    ``only``, so running one subcommand does not import the others)."""
     parser = argparse.ArgumentParser(
         prog="bpfmux",
         description="Multi-attach eBPF toolkit: trace with many programs per hook and one program on many functions.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else [only]:
         module = importlib.import_module(f"{__package__}.{name}")
         module.register(sub)
     return parser
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     Errors bpfmux raises on purpose are printed as one line without a
     traceback; Ctrl-C exits with status 130 after cleanup.
     """
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -203,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
               + (f"running {' '.join(child.argv)}" if child else "Ctrl-C to stop"), file=sys.stderr, flush=True)
         if child is not None:
             child.release()
-        deadline = time.monotonic() + args.duration if args.duration else None
+        deadline = time.monotonic() + args.duration if args.duration is not None else None
         try:
             while True:
                 if child is not None and child.poll() is not None:

@@ -157,8 +157,8 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def _loop(args: argparse.Namespace, tracer: Any, child: Any) -> int:
     tty = sys.stdout.isatty() and not args.json and not args.plain
-    interval = args.interval if args.interval else (1.0 if tty else None)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    interval = args.interval if args.interval is not None else (1.0 if tty else None)
+    deadline = time.monotonic() + args.duration if args.duration is not None else None
     server = None
     if args.prometheus is not None:
         from ..trace.prom import MetricsServer
@@ -175,10 +175,25 @@ def _loop(args: argparse.Namespace, tracer: Any, child: Any) -> int:
             return True
         return deadline is not None and time.monotonic() >= deadline
 
+    stacks = args.mode == "stacks"
+    last_seen = [0.0]
+
+    def remember_processes() -> None:
+        """--stacks: keep the memory maps of processes seen in stacks, while they live."""
+        if child is not None:
+            _symbolizer().remember(child.pid, refresh=True)
+        now = time.monotonic()
+        if now - last_seen[0] >= 0.25:
+            last_seen[0] = now
+            for key in tracer.snapshot().stacks:
+                _symbolizer().remember(key[3])
+
     def wait(seconds: float | None) -> None:
         """Sleep until the next refresh, the deadline or the child's exit."""
         end = time.monotonic() + seconds if seconds else None
         while not finished():
+            if stacks:
+                remember_processes()
             now = time.monotonic()
             if end is not None and now >= end:
                 return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 
 from ..errors import BpfError, ParseError
@@ -23,6 +24,8 @@ class HeldChild:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise ParseError("-c needs a command, e.g. -c 'ls /tmp'")
+        if shutil.which(argv[0]) is None:
+            raise BpfError(2, f"cannot run {argv[0]!r}: no such command (check the path, or quote -c 'CMD ARGS')")
         self.argv = argv
         self.status: int | None = None
         r, w = os.pipe()

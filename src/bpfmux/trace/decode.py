@@ -70,6 +70,21 @@ def _cstr(b: bytes) -> str:
     return b.split(b"\0", 1)[0].decode(errors="replace")
 
 
+_WIDTHS = {"umode_t": 2, "pid_t": 4, "uid_t": 4, "gid_t": 4, "mode_t": 4, "key_serial_t": 4, "clockid_t": 4,
+           "timer_t": 4, "mqd_t": 4, "qid_t": 4, "rwf_t": 4, "u32": 4, "__u32": 4, "s32": 4, "__s32": 4, "u16": 2,
+           "__u16": 2, "u8": 1, "__u8": 1}
+
+
+def _width(ctype: str) -> int:
+    """Bytes of a C scalar type as a syscall register carries it."""
+    t = ctype.replace("const ", "").replace("volatile ", "").replace("unsigned ", "").replace("signed ", "").strip()
+    if "*" in t or "long" in t:
+        return 8
+    if t in _WIDTHS:
+        return _WIDTHS[t]
+    return {"int": 4, "short": 2, "char": 1}.get(t, 8)
+
+
 def _is_signed(ctype: str) -> bool:
     t = ctype.replace("const ", "").replace("volatile ", "").strip()
     if "*" in t or t.startswith("unsigned") or t.startswith(("u8", "u16", "u32", "u64", "__u", "size_t")):
@@ -183,7 +198,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
             elif "*" in f.type:
                 ev.args.append((f.name, hex(v)))
             else:
-                ev.args.append((f.name, _int(v.to_bytes(8, "little"), 8, _is_signed(f.type))))
+                ev.args.append((f.name, _int(v.to_bytes(8, "little"), _width(f.type), _is_signed(f.type))))
     elif how == "sys_exit":
         ev.args.append(("ret", struct.unpack_from("<q", payload, 0)[0]))
     elif how == "tracepoint":

@@ -151,19 +151,18 @@ class Tracer:
         if mode == "args":
             mk("events", MapType.RINGBUF, 0, 0, 1 << 24)
             mk("drops", MapType.PERCPU_ARRAY, 4, 8, 1)
-        if any(g.how in ("sys_enter", "sys_exit") for g in self.groups):
-            mk("sysidx", MapType.ARRAY, 4, 4, P.SYSIDX_ENTRIES)
+        for table, how in (("sysidx", "sys_enter"), ("sysidx_exit", "sys_exit")):
+            groups = [g for g in self.groups if g.how == how]
+            if not groups:
+                continue
+            mk(table, MapType.ARRAY, 4, 4, P.SYSIDX_ENTRIES)
             values: dict[int, int] = {}
-            for g in self.groups:
-                if g.how not in ("sys_enter", "sys_exit"):
-                    continue
+            for g in groups:
                 for p in g.probes:
-                    nr = p.info["syscall"]
-                    strarg = p.info.get("strarg", 0) if mode == "args" else 0
-                    values[nr] = (p.idx + 1) | (strarg << 24)
-            if mode == "args":
+                    values[p.info["syscall"]] = p.idx + 1
+            if mode == "args" and how == "sys_enter":
                 self._syscall_string_args(values)
-            m = self.maps["sysidx"]
+            m = self.maps[table]
             for nr, v in values.items():
                 if 0 <= nr < P.SYSIDX_ENTRIES:
                     m[nr] = v.to_bytes(4, "little")
@@ -422,7 +421,7 @@ class Tracer:
         if stack_id < 0 or "stacks" not in self.maps:
             return []
         with contextlib.suppress(KeyError, BpfError):
-            raw = self.maps["stacks"].lookup_raw(stack_id.to_bytes(4, "little"))
+            raw = self.maps["stacks"].lookup_raw(stack_id)
             if raw is None:
                 return []
             ips = [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]

@@ -24,7 +24,7 @@ and reads them):
 | ``latsum`` | percpu array | u32 probe index | u64 total ns |
 | ``agg`` | hash | :data:`AGG_KEY` (index, bucket/kernel stack, pid, user stack, comm) | u64 |
 | ``start`` | hash | u64 pid_tgid, u32 index, u32 0 | u64 ns |
-| ``sysidx`` | array[1024] | u32 syscall nr | u32: low 24 bits index+1, high 8 bits string arg+1 |
+| ``sysidx`` / ``sysidx_exit`` | array[1024] | u32 syscall nr | u32: low 24 bits index+1, high 8 bits string arg+1 (``sys_enter`` / ``sys_exit``) |
 | ``stacks`` | stack trace | u32 id | 127 × u64 |
 | ``events`` | ring buffer | | :data:`EVENT` records |
 | ``drops`` | percpu array[1] | 0 | u64 events lost (ring buffer full) |
@@ -224,7 +224,8 @@ def _index(a: Asm, spec: Spec) -> None:
         a.ldxdw(R1, R10, _TMP)
     a.jge(R1, SYSIDX_ENTRIES, "out")
     a.stxw(R10, _IDX, R1)
-    a.ld_map_fd(R1, "sysidx").mov(R2, R10).add(R2, _IDX).call(H.map_lookup_elem)
+    table = "sysidx" if spec.idx is IdxSource.SYSCALL_ENTER else "sysidx_exit"
+    a.ld_map_fd(R1, table).mov(R2, R10).add(R2, _IDX).call(H.map_lookup_elem)
     a.jeq(R0, 0, "out")
     a.ldxw(R7, R0, 0)
     a.and_(R7, 0xFFFFFF)

@@ -80,15 +80,18 @@ class Symbolizer:
         hit = self._kernel.find(ip, sized=False)
         return f"{hit[0]}+{hit[1]:#x}" if hit else f"{ip:#x}"
 
-    def remember(self, pid: int) -> None:
-        """Read and keep ``/proc/PID/maps`` (no error if the process is gone)."""
-        if pid <= 0 or pid in self._maps:
+    def remember(self, pid: int, refresh: bool = False) -> None:
+        """Read and keep ``/proc/PID/maps`` (once, or again with ``refresh``:
+        the last non-empty reading is kept; no error if the process is gone)."""
+        if pid <= 0 or (pid in self._maps and not refresh):
             return
         try:
             with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-                self._maps[pid] = parse_maps(f.read())
+                maps = parse_maps(f.read())
         except OSError:
-            pass
+            return
+        if maps:
+            self._maps[pid] = maps
 
     def _elf_table(self, path: str) -> _Table | None:
         if path not in self._elf:
