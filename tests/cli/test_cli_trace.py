@@ -70,14 +70,15 @@ def test_all_syscalls_one_raw_tracepoint_and_exact_getpid():
 
 
 def test_several_specs_and_plain_table():
+    # two sys_enter specs share one program on sys_enter (two would each count every traced syscall)
     r = bpfmux("trace", "t:syscalls:sys_enter_getpid", "t:sched:sched_process_exec,t:syscalls:sys_exit_getpid",
-               "-c", getpids(77))
+               "t:syscalls:sys_enter_getppid", "-c", getpids(77))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["PROBE", "COUNT"]
     rows = {line.split()[0]: int(line.split()[1]) for line in lines[1:]}
     assert rows == {"tracepoint:syscalls:sys_enter_getpid": 77, "tracepoint:syscalls:sys_exit_getpid": 77,
-                    "tracepoint:sched:sched_process_exec": 1}
+                    "tracepoint:sched:sched_process_exec": 1}  # getppid: never called, no row
 
 
 def test_by_comm_with_ctrl_c_and_comm_filter():

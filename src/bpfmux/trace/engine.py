@@ -283,7 +283,7 @@ class Tracer:
         payload = P.Payload.SYSCALL_REGS if enter else P.Payload.SYSCALL_RET
         prog = self._load(self._spec(g, src, payload=payload), ProgType.RAW_TRACEPOINT, f"bpfmux_{g.how}")
         self._links.append(attach_raw_tracepoint(prog, g.how))
-        self.mechanisms.append(f"{g.spec.text}: 1 raw tracepoint ({g.how}) with an in-kernel filter on "
+        self.mechanisms.append(f"{' '.join(g.extra.get('specs', [g.spec.text]))}: 1 raw tracepoint ({g.how}) with an in-kernel filter on "
                                f"{len(g.probes)} syscall numbers")  # fmt: skip
 
     def _attach_raw_tp(self, g: Group) -> None:

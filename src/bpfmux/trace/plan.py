@@ -189,10 +189,33 @@ def plan(specs: list[ProbeSpec], opts: TraceOptions) -> tuple[list[Group], list[
     groups: list[Group] = []
     for spec in specs:
         groups.extend(_plan_one(spec, opts, index))
-    groups = [g for g in groups if g.probes]
+    groups = _merge_syscall_groups([g for g in groups if g.probes])
     if not groups:
         raise NotFoundError("probe", " ".join(s.text for s in specs), "every spec matched only probes already given")
     return groups, index.probes
+
+
+def _merge_syscall_groups(groups: list[Group]) -> list[Group]:
+    """All syscall probes of one direction share one raw tracepoint program
+    (two programs on ``sys_enter`` would both count every traced syscall)."""
+    out: list[Group] = []
+    first: dict[tuple[str, str], Group] = {}
+    for g in groups:
+        if g.how not in ("sys_enter", "sys_exit"):
+            out.append(g)
+            continue
+        key = (g.how, g.role)
+        if key not in first:
+            first[key] = g
+            g.extra["specs"] = [g.spec.text]
+            out.append(g)
+            continue
+        m = first[key]
+        m.probes.extend(g.probes)
+        m.targets.extend(g.targets)
+        if g.spec.text not in m.extra["specs"]:
+            m.extra["specs"].append(g.spec.text)
+    return out
 
 
 def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
