@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
@@ -49,6 +48,8 @@ def ensure_tracefs(quiet: bool = False) -> None:
     """
     if _tracefs_mounted():
         return
+    import subprocess
+
     target = "/sys/kernel/tracing"
     try:
         r = subprocess.run(["mount", "-t", "tracefs", "nodev", target], capture_output=True, text=True, check=False)

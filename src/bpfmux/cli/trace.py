@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 from typing import Any
 
 from ._common import CliError, ensure_root, ensure_tracefs, error_line, parse_duration
@@ -96,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except Exception as e:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
             if getattr(e, "log", ""):
                 print(e.log, file=sys.stderr)
@@ -105,7 +106,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..trace import TraceOptions, Tracer, parse_probes
-    from ..trace.child import HeldChild
 
     specs = parse_probes(args.probes)
     if args.min_latency and args.mode != "latency":
@@ -124,8 +124,11 @@ def _run(args: argparse.Namespace) -> int:
     ensure_tracefs()
     opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm,
                         min_latency=parse_duration(args.min_latency) if args.min_latency else 0)  # fmt: skip
-    child = HeldChild(args.command) if args.command else None
-    if child is not None:
+    child = None
+    if args.command:
+        from ..trace.child import HeldChild
+
+        child = HeldChild(args.command)
         opts.pid = child.pid
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

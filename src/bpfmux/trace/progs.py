@@ -38,12 +38,23 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from ..abi.ptregs import reg_offset
 from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program
 from ..uapi import HelperId as H
 
+#: x86-64 ``struct pt_regs`` field order (uapi ``asm/ptrace.h``), 8 bytes each;
+#: kept here so generating a program does not import :mod:`bpfmux.abi`
+PT_REGS = ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si", "di",
+           "orig_ax", "ip", "cs", "flags", "sp", "ss")
+
+
+def reg_offset(name: str) -> int:
+    """Byte offset of register ``name`` in x86-64 ``pt_regs``."""
+    return 8 * PT_REGS.index(name)
+
+
 __all__ = [
     "AGG_KEY",
+    "PT_REGS",
     "EVENT",
     "EVENT_SIZE",
     "HIST_BUCKETS",
@@ -55,6 +66,7 @@ __all__ = [
     "IdxSource",
     "Payload",
     "build",
+    "reg_offset",
 ]
 
 HIST_BUCKETS = 65
