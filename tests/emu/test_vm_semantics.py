@@ -415,3 +415,36 @@ def test_source_is_cached_between_identical_programs(vm):
     b.run(tier="fast")
     assert len(translate._CODE_CACHE) == before
     assert a._fast[0].__code__ is b._fast[0].__code__
+
+
+def test_same_source_different_slots_report_their_own_pc(vm):
+    """Two programs that translate to the same Python (no-op jumps vanish)
+    still name their own faulting instruction."""
+    a = vm.load(assemble("ldxh %r0, [%r1+32]\nexit"))
+    b = vm.load(assemble("ja +0\nja +0\nldxh %r0, [%r1+32]\nexit"))
+    for prog, pc in ((b, 2), (a, 0)):
+        with pytest.raises(EmulatorFault) as ei:
+            prog.run(b"", tier="fast")
+        assert ei.value.pc == pc
+
+
+def test_fused_and_dead_values(vm):
+    """Copy propagation, expression fusion and dead values keep the semantics."""
+    src = """
+    mov %r1, 3
+    mov %r2, %r1
+    add %r2, 4
+    mov %r3, %r2
+    mul %r3, %r3
+    mov %r4, %r3
+    mov %r3, 1
+    or %r4, %r3
+    mov %r0, %r4
+    mov %r5, %r10
+    add %r5, -8
+    stxdw [%r5], %r0
+    ldxdw %r0, [%r10-8]
+    add %r0, %r2
+    exit
+    """
+    assert r0(vm, src) == (49 | 1) + 7

@@ -216,3 +216,85 @@ class CFG:
     def is_merge(self, b: int) -> bool:
         """Whether ``b`` has two or more forward in-edges."""
         return self.forward_preds.get(b, 0) >= 2
+
+
+_ARGS = frozenset((1, 2, 3, 4, 5))
+_NONE: frozenset[int] = frozenset()
+
+
+def insn_rw(code: Code, pc: int) -> tuple[frozenset[int], frozenset[int]]:
+    """Registers the instruction at ``pc`` reads and writes (r10 left out:
+    it is never written). Calls read r1-r5 and write r0 (a tail call writes
+    nothing: a failed one leaves r0 alone)."""
+    op, dst, src, off, imm = code[pc]
+    if op in (INVALID, MIDDLE_OF_LDDW):
+        return _NONE, _NONE
+    cls = op & 0x07
+    x = bool(op & 0x08)
+    if cls in (0x04, 0x07):
+        o = op & 0xF0
+        if o == 0xB0:
+            reads = {src} if x else set()
+        elif o in (0xD0, 0x80):
+            reads = {dst}
+        else:
+            reads = {dst, src} if x else {dst}
+        return frozenset(reads) - {10}, frozenset((dst,))
+    if cls == 0x01:
+        return frozenset((src,)) - {10}, frozenset((dst,))
+    if cls == 0x02:
+        return frozenset((dst,)) - {10}, _NONE
+    if cls == 0x03:
+        if op & 0xE0 != 0xC0:
+            return frozenset((dst, src)) - {10}, _NONE
+        if imm == 0x100:
+            return frozenset((src,)) - {10}, frozenset((dst,))
+        if imm == 0xF1:
+            return frozenset((dst, src, 0)) - {10}, frozenset((0,))
+        if imm & 0x01:
+            return frozenset((dst, src)) - {10}, frozenset((src,))
+        return frozenset((dst, src)) - {10}, _NONE
+    if cls == 0x00:
+        if op == 0x18:
+            return _NONE, frozenset((dst,))
+        return (frozenset((src,)) - {10} if op & 0xE0 == 0x40 else _NONE), frozenset((0,))
+    o = op & 0xF0
+    if o == 0x00 or o == 0xE0:
+        return _NONE, _NONE
+    if o == 0x90:
+        return frozenset((0,)), _NONE
+    if o == 0x80:
+        if x:
+            reg = dst or imm
+            return _ARGS | ({reg} - {10} if 0 <= reg <= 10 else set()), frozenset((0,))
+        if src == 0 and imm == 12:
+            return _ARGS, _NONE
+        return _ARGS, frozenset((0,))
+    return (frozenset((dst, src)) if x else frozenset((dst,))) - {10}, _NONE
+
+
+def liveness(cfg: CFG) -> dict[int, frozenset[int]]:
+    """Registers live on exit of each block (backward dataflow)."""
+    use: dict[int, frozenset[int]] = {}
+    defs: dict[int, frozenset[int]] = {}
+    for bid, blk in cfg.blocks.items():
+        u: set[int] = set()
+        d: set[int] = set()
+        for pc in blk.pcs:
+            r, w = insn_rw(cfg.code, pc)
+            u |= r - d
+            d |= w
+        use[bid], defs[bid] = frozenset(u), frozenset(d)
+    live_in = {b: use[b] for b in cfg.blocks}
+    live_out: dict[int, frozenset[int]] = dict.fromkeys(cfg.blocks, _NONE)
+    changed = True
+    order = list(reversed(cfg.rpo))
+    while changed:
+        changed = False
+        for b in order:
+            out = frozenset().union(*(live_in[s] for s in cfg.blocks[b].succs)) if cfg.blocks[b].succs else _NONE
+            if out != live_out[b]:
+                live_out[b] = out
+                live_in[b] = use[b] | (out - defs[b])
+                changed = True
+    return live_out

@@ -25,6 +25,7 @@ identical programs share one compiled code object (:data:`_CODE_CACHE`).
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import sys
 import types
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BpfmuxError, EmulatorFault
 from . import interp
-from .cfg import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE
+from .cfg import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, insn_rw, liveness
 from .interp import INVALID, MIDDLE_OF_LDDW, s32
 from .runtime import MAX_CALL_FRAMES, RunState
 
@@ -47,11 +48,12 @@ S32 = 1 << 31
 _SIZE = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}
 _FILE_PREFIX = "<bpf-fast "
 
-#: filename → (line → slot, slot → (base register, offset, size, write))
-_DEBUG: dict[str, tuple[list[int], dict[int, tuple[int, int, int, bool]]]] = {}
+#: filename → (line → slot, slot → (size, write) of its memory access)
+_DEBUG: dict[str, tuple[list[int], dict[int, tuple[int, bool]]]] = {}
 _CODE_CACHE: dict[str, types.CodeType] = {}
 _CODE_CACHE_MAX = 512
 
+_REG_RE = re.compile(r"\br(\d+)\b")
 _ST = {n: struct.Struct(f) for n, f in ((1, "<B"), (2, "<H"), (4, "<I"), (8, "<Q"))}
 _STS = {n: struct.Struct(f) for n, f in ((1, "<b"), (2, "<h"), (4, "<i"))}
 
@@ -89,6 +91,72 @@ class _Func:
         self.code = mod.prog.code
         self.entry = entry
         self.cfg = CFG(self.code, entry)
+        self.sym: dict[int, tuple[Any, ...]] = {}
+        self.exit_value = "r0"
+        self.live_out = liveness(self.cfg)
+        self.live_after: dict[int, frozenset[int]] = {}
+        self.fusable: set[int] = set()
+
+    # -- register values within a block ---------------------------------------------
+    #
+    # While a block is emitted, a register may hold a *pending* value instead
+    # of its local variable: a copy of another register ("r", n), a constant
+    # ("k", value) or the frame pointer plus an offset ("fp", off). Reads use
+    # the pending value (copy and constant propagation, stack addresses
+    # resolved at translation time); a write to a register first materialises
+    # every pending copy of it; the block's end materialises everything.
+
+    def v(self, r: int) -> str:
+        """Expression for the current (u64) value of register ``r``."""
+        sym = self.sym.get(r)
+        if sym is None:
+            return f"r{r}"
+        kind, x = sym[0], sym[1]
+        if kind == "r":
+            return f"r{x}"
+        if kind == "k":
+            return str(x)
+        if kind == "e":
+            return f"({x})"
+        return f"(r10 + {x})" if x >= 0 else f"(r10 - {-x})"
+
+    def const(self, r: int) -> int | None:
+        sym = self.sym.get(r)
+        return sym[1] if sym is not None and sym[0] == "k" else None
+
+    def fp_off(self, r: int) -> int | None:
+        """Offset from the frame pointer when ``r`` is known to be r10 + offset."""
+        if r == 10:
+            return 0
+        sym = self.sym.get(r)
+        return sym[1] if sym is not None and sym[0] == "fp" else None
+
+    def before_write(self, r: int, out: _Lines, ind: int, pc: int) -> None:
+        """Materialise pending values that read ``r``; forget ``r``'s own."""
+        for d, sym in list(self.sym.items()):
+            if (sym[0] == "r" and sym[1] == r) or (sym[0] == "e" and r in sym[2]):
+                if not (sym[0] == "e" and sym[3] == pc):  # consumed by this very instruction
+                    out.add(ind, f"r{d} = {self.v(d)}", pc)
+                del self.sym[d]
+        self.sym.pop(r, None)
+
+    def assign(self, r: int, expr: str, out: _Lines, ind: int, pc: int) -> None:
+        self.before_write(r, out, ind, pc)
+        out.add(ind, f"r{r} = {expr}", pc)
+
+    def set_sym(self, r: int, sym: tuple[str, int], out: _Lines, ind: int, pc: int) -> None:
+        if sym == ("r", r):
+            return
+        self.before_write(r, out, ind, pc)
+        self.sym[r] = sym
+
+    def flush(self, out: _Lines, ind: int, pc: int, live: frozenset[int] | None = None) -> None:
+        """Materialise the pending registers in ``live`` (all by default) and
+        forget the others (end of a block)."""
+        for d in sorted(self.sym):
+            if live is None or d in live:
+                out.add(ind, f"r{d} = {self.v(d)}", pc)
+        self.sym.clear()
 
     # -- instruction statements ------------------------------------------------
 
@@ -97,8 +165,6 @@ class _Func:
         op, dst, src, off, imm = self.code[pc]
         mod = self.mod
         cls = op & 0x07
-        d = f"r{dst}"
-        s = f"r{src}"
         if op == INVALID:
             out.add(ind, f"raise _BAD({pc}, {self.prog.invalid.get(pc, 'malformed')!r})", pc)
             return
@@ -106,14 +172,13 @@ class _Func:
             out.add(ind, f"raise _E('insn {pc}: jump into the middle of an lddw', pc={pc})", pc)
             return
         if cls in (0x04, 0x07):
-            for line in self.alu(op, dst, src, off, imm, pc):
-                out.add(ind, line, pc)
+            self.alu(op, dst, src, off, imm, pc, out, ind)
             return
         if cls == 0x01:  # LDX
             size = _SIZE[op & 0x18]
             signed = op & 0xE0 == 0x80
-            mod.debug[pc] = (src, off, size, False)
-            out.add(ind, f"{d} = {self.load(src, off, size, signed, pc)}", pc)
+            mod.debug[pc] = (size, False)
+            self.assign(dst, self.load(src, off, size, signed, pc), out, ind, pc)
             return
         if cls in (0x02, 0x03):
             size = _SIZE[op & 0x18]
@@ -121,195 +186,245 @@ class _Func:
             if mode == 0xC0:
                 self.atomic(pc, dst, src, off, imm, size, out, ind)
                 return
-            mod.debug[pc] = (dst, off, size, True)
+            mod.debug[pc] = (size, True)
             if cls == 0x03:
-                value = s if size == 8 else f"{s} & {(1 << (8 * size)) - 1}"
+                k = self.const(src)
+                if k is not None:
+                    value = str(k & ((1 << (8 * size)) - 1))
+                else:
+                    value = self.v(src) if size == 8 else f"{self.v(src)} & {(1 << (8 * size)) - 1}"
             else:
                 value = str((imm & M64) & ((1 << (8 * size)) - 1))
             out.add(ind, self.store(dst, off, size, value, pc), pc)
             return
         if op == 0x18:
-            out.add(ind, f"{d} = {imm}", pc)
+            self.set_sym(dst, ("k", imm & M64), out, ind, pc)
             return
         if cls == 0x00:  # ld_abs / ld_ind
             size = _SIZE[op & 0x18]
-            where = f"{s32(imm)}" if op & 0xE0 == 0x20 else f"{s32(imm)} + ((({s} & {M32}) ^ {S32}) - {S32})"
+            where = f"{s32(imm)}" if op & 0xE0 == 0x20 else \
+                f"{s32(imm)} + ((({self.v(src)} & {M32}) ^ {S32}) - {S32})"
             out.add(ind, f"_v = _LDPKT(_rs, {pc}, {size}, {where})", pc)
             out.add(ind, "if _v is None:", pc)
             out.add(ind + 1, "return 0", pc)
-            out.add(ind, "r0 = _v", pc)
+            self.assign(0, "_v", out, ind, pc)
             return
         if cls == 0x05 and op & 0xF0 == 0x80:
             self.call(pc, op, dst, src, imm, out, ind)
             return
         raise BpfmuxError(f"internal error: no statement for insn {pc} (opcode {op:#x})")  # pragma: no cover
 
-    def alu(self, op: int, dst: int, src: int, off: int, imm: int, pc: int) -> list[str]:
+    def alu(self, op: int, dst: int, src: int, off: int, imm: int, pc: int, out: _Lines, ind: int) -> None:
         is64 = op & 0x07 == 0x07
         o = op & 0xF0
-        d = f"r{dst}"
+        k = not op & 0x08
+        kv = ((imm & M64) if is64 else (imm & M32)) if k else self.const(src)
+        da = self.const(dst)
+        # constant folding, with the interpreter's exact semantics
+        if o == 0xD0 and da is not None:
+            self.set_sym(dst, ("k", interp.endian(op, da, imm, pc)), out, ind, pc)
+            return
+        if o != 0xD0 and kv is not None and (da is not None or o == 0xB0):
+            b = kv if is64 or k else kv & M32
+            self.set_sym(dst, ("k", interp.alu(o, da or 0, b, is64, off, imm, pc)), out, ind, pc)
+            return
+        # frame pointer arithmetic and copies
+        if is64 and o == 0xB0 and off == 0 and not k and self.sym.get(src, ("r",))[0] != "e":
+            if src == 10:
+                self.set_sym(dst, ("fp", 0), out, ind, pc)
+            else:
+                self.set_sym(dst, self.sym.get(src, ("r", src)), out, ind, pc)
+            return
+        fp = self.fp_off(dst)
+        if is64 and fp is not None and kv is not None and o in (0x00, 0x10):
+            delta = kv - (1 << 64) if kv >> 63 else kv
+            self.set_sym(dst, ("fp", fp + (delta if o == 0x00 else -delta)), out, ind, pc)
+            return
+        expr = self.alu_expr(op, dst, src, off, imm, pc, kv)
+        if dst not in self.live_after.get(pc, frozenset((dst,))):
+            self.before_write(dst, out, ind, pc)  # a dead value: not computed (ALU ops have no side effects)
+            return
+        if pc in self.fusable:
+            self.before_write(dst, out, ind, pc)
+            self.sym[dst] = ("e", expr, frozenset(int(r) for r in _REG_RE.findall(expr)), self.fuse_use[pc])
+            return
+        self.assign(dst, expr, out, ind, pc)
+
+    def alu_expr(self, op: int, dst: int, src: int, off: int, imm: int, pc: int, kv: int | None) -> str:
+        """Expression of the new value of ``dst``."""
+        is64 = op & 0x07 == 0x07
+        o = op & 0xF0
+        a = self.v(dst)
         if o == 0xD0:
             if op & 0x08 or is64:  # to big endian / bswap
                 if imm == 16:
-                    return [f"{d} = (({d} & 255) << 8) | (({d} >> 8) & 255)"]
-                return [f"{d} = _BSWAP({d}, {imm})"]
-            if imm == 64:
-                return []
-            return [f"{d} &= {(1 << imm) - 1}"]
-        if op & 0x08:
-            b = f"r{src}"
-        else:
-            b = str((imm & M64) if is64 else (imm & M32))
-        k = not op & 0x08
-        kv = int(b) if k else None
+                    return f"(({a} & 255) << 8) | (({a} >> 8) & 255)"
+                return f"_BSWAP({a}, {imm})"
+            return a if imm == 64 else f"{a} & {(1 << imm) - 1}"
+        b = str(kv if is64 or kv is None else kv & M32) if kv is not None else self.v(src)
         if is64:
             if o == 0x00:
-                return [] if kv == 0 else [f"{d} = ({d} + {b}) & {M64}"]
+                return a if kv == 0 else f"({a} + {b}) & {M64}"
             if o == 0x10:
-                return [] if kv == 0 else [f"{d} = ({d} - {b}) & {M64}"]
+                return a if kv == 0 else f"({a} - {b}) & {M64}"
             if o == 0x20:
-                return [f"{d} = ({d} * {b}) & {M64}"]
+                return f"({a} * {b}) & {M64}"
             if o == 0x30 and off == 0:
-                if k:
-                    return [f"{d} //= {b}"] if kv else [f"{d} = 0"]
-                return [f"{d} = {d} // {b} if {b} else 0"]
+                if kv is not None:
+                    return f"{a} // {b}" if kv else "0"
+                return f"({a} // {b} if {b} else 0)"
             if o == 0x90 and off == 0:
-                if k:
-                    return [f"{d} %= {b}"] if kv else []
-                return [f"if {b}: {d} %= {b}"]
+                if kv is not None:
+                    return f"{a} % {b}" if kv else a
+                return f"({a} % {b} if {b} else {a})"
             if o == 0x40:
-                return [f"{d} |= {b}"]
+                return f"{a} | {b}"
             if o == 0x50:
-                return [f"{d} &= {b}"]
+                return f"{a} & {b}"
             if o == 0xA0:
-                return [f"{d} ^= {b}"]
-            if o == 0x60:
-                sh = str(kv & 63) if k else f"({b} & 63)"
-                return [f"{d} = ({d} << {sh}) & {M64}"]
-            if o == 0x70:
-                sh = str(kv & 63) if k else f"({b} & 63)"
-                return [f"{d} >>= {sh}"]
-            if o == 0xC0:
-                sh = str(kv & 63) if k else f"({b} & 63)"
-                return [f"{d} = ((({d} ^ {S64}) - {S64}) >> {sh}) & {M64}"]
+                return f"{a} ^ {b}"
+            if o in (0x60, 0x70, 0xC0):
+                sh = str(kv & 63) if kv is not None else f"({b} & 63)"
+                if o == 0x60:
+                    return f"({a} << {sh}) & {M64}"
+                if o == 0x70:
+                    return f"{a} >> {sh}"
+                return f"((({a} ^ {S64}) - {S64}) >> {sh}) & {M64}"
             if o == 0x80:
-                return [f"{d} = -{d} & {M64}"]
+                return f"-{a} & {M64}"
             if o == 0xB0 and off == 0:
-                return [f"{d} = {b}"]
-            if o == 0xB0 and not k:
+                return b
+            if o == 0xB0 and kv is None:
                 bits = off
-                return [f"{d} = ((({b} & {(1 << bits) - 1}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)}) & {M64}"]
+                return f"((({b} & {(1 << bits) - 1}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)}) & {M64}"
         else:
             if o == 0x00:
-                return [f"{d} = ({d} + {b}) & {M32}"]
+                return f"({a} + {b}) & {M32}"
             if o == 0x10:
-                return [f"{d} = ({d} - {b}) & {M32}"]
+                return f"({a} - {b}) & {M32}"
             if o == 0x20:
-                return [f"{d} = ({d} * {b}) & {M32}"]
+                return f"({a} * {b}) & {M32}"
             if o == 0x30 and off == 0:
-                if k:
-                    return [f"{d} = ({d} & {M32}) // {b}"] if kv else [f"{d} = 0"]
-                return [f"_b = {b} & {M32}", f"{d} = ({d} & {M32}) // _b if _b else 0"]
+                if kv is not None:
+                    return f"({a} & {M32}) // {b}" if kv & M32 else "0"
+                return f"(({a} & {M32}) // ({b} & {M32}) if {b} & {M32} else 0)"
             if o == 0x90 and off == 0:
-                if k:
-                    return [f"{d} = ({d} & {M32}) % {b}"] if kv else [f"{d} &= {M32}"]
-                return [f"_b = {b} & {M32}", f"{d} = ({d} & {M32}) % _b if _b else {d} & {M32}"]
+                if kv is not None:
+                    return f"({a} & {M32}) % {b}" if kv & M32 else f"{a} & {M32}"
+                return f"(({a} & {M32}) % ({b} & {M32}) if {b} & {M32} else {a} & {M32})"
             if o == 0x40:
-                return [f"{d} = ({d} | {b}) & {M32}"]
+                return f"({a} | {b}) & {M32}"
             if o == 0x50:
-                return [f"{d} &= {b}"] if k else [f"{d} = {d} & {b} & {M32}"]
+                return f"{a} & {b}" if kv is not None else f"{a} & {b} & {M32}"
             if o == 0xA0:
-                return [f"{d} = ({d} ^ {b}) & {M32}"]
-            if o == 0x60:
-                sh = str(kv & 31) if k else f"({b} & 31)"
-                return [f"{d} = ({d} << {sh}) & {M32}"]
-            if o == 0x70:
-                sh = str(kv & 31) if k else f"({b} & 31)"
-                return [f"{d} = ({d} & {M32}) >> {sh}"]
-            if o == 0xC0:
-                sh = str(kv & 31) if k else f"({b} & 31)"
-                return [f"{d} = (((({d} & {M32}) ^ {S32}) - {S32}) >> {sh}) & {M32}"]
+                return f"({a} ^ {b}) & {M32}"
+            if o in (0x60, 0x70, 0xC0):
+                sh = str(kv & 31) if kv is not None else f"({b} & 31)"
+                if o == 0x60:
+                    return f"({a} << {sh}) & {M32}"
+                if o == 0x70:
+                    return f"({a} & {M32}) >> {sh}"
+                return f"(((({a} & {M32}) ^ {S32}) - {S32}) >> {sh}) & {M32}"
             if o == 0x80:
-                return [f"{d} = -{d} & {M32}"]
+                return f"-{a} & {M32}"
             if o == 0xB0 and off == 0:
-                return [f"{d} = {b}"] if k else [f"{d} = {b} & {M32}"]
-            if o == 0xB0 and not k:
+                return b if kv is not None else f"{b} & {M32}"
+            if o == 0xB0 and kv is None:
                 bits = off
-                return [f"{d} = ((({b} & {(1 << bits) - 1}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)}) & {M32}"]
+                return f"((({b} & {(1 << bits) - 1}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)}) & {M32}"
         # signed division/modulo and the rarer forms: the interpreter's semantics
-        bexpr = b if k else (f"r{src}" if is64 else f"r{src} & {M32}")
-        return [f"{d} = _ALU({o}, {d}, {bexpr}, {is64}, {off}, {imm}, {pc})"]
+        if kv is not None:
+            bexpr = str(kv if is64 else kv & M32)
+        else:
+            bexpr = self.v(src) if is64 else f"{self.v(src)} & {M32}"
+        return f"_ALU({o}, {a}, {bexpr}, {is64}, {off}, {imm}, {pc})"
+
+    def address(self, base: int, off: int) -> tuple[int | None, str]:
+        """``(stack offset, None)`` when ``base + off`` is a known stack
+        address, else ``(None, expression)``."""
+        fp = self.fp_off(base)
+        if fp is not None:
+            return 512 + fp + off, ""
+        k = self.const(base)
+        if k is not None:
+            return None, str(k + off)
+        b = self.v(base)
+        return None, (f"{b} + {off}" if off > 0 else f"{b} - {-off}" if off < 0 else b)
 
     def load(self, base: int, off: int, size: int, signed: bool, pc: int) -> str:
-        if base == 10:
-            o = 512 + off
+        o, a = self.address(base, off)
+        if o is not None:
             if 0 <= o and o + size <= 512:
                 if size == 1 and not signed:
                     return f"_S[{o}]"
                 fn = f"_SU{size}" if signed else f"_U{size}"
                 return f"{fn}(_S, {o})[0]" + (f" & {M64}" if signed else "")
-            return f"_FLT((r10 + {off}) & {M64}, {size}, False, {pc})"  # raises
-        a = f"r{base} + {off}" if off else f"r{base}"
-        self.mod.uses_addr = True
+            return f"_FLT((r10 + {o - 512}) & {M64}, {size}, False, {pc})"  # raises
         if size == 1 and not signed:
             return f"_RB[(_a := {a}) >> 32][_a & {M32}]"
         fn = f"_SU{size}" if signed else f"_U{size}"
         return f"{fn}(_RB[(_a := {a}) >> 32], _a & {M32})[0]" + (f" & {M64}" if signed else "")
 
     def store(self, base: int, off: int, size: int, value: str, pc: int) -> str:
-        if base == 10:
-            o = 512 + off
+        o, a = self.address(base, off)
+        if o is not None:
             if 0 <= o and o + size <= 512:
                 if size == 1:
                     return f"_S[{o}] = {value}"
                 return f"_P{size}(_S, {o}, {value})"
-            return f"raise _FLT((r10 + {off}) & {M64}, {size}, True, {pc})"
-        a = f"r{base} + {off}" if off else f"r{base}"
+            return f"raise _FLT((r10 + {o - 512}) & {M64}, {size}, True, {pc})"
         if size == 1:
             return f"_WB[(_a := {a}) >> 32][_a & {M32}] = {value}"
         return f"_P{size}(_WB[(_a := {a}) >> 32], _a & {M32}, {value})"
 
     def atomic(self, pc: int, dst: int, src: int, off: int, imm: int, size: int, out: _Lines, ind: int) -> None:
-        d, s = f"r{dst}", f"r{src}"
-        a = f"{d} + {off}" if off else d
         if imm == 0x100:  # load-acquire: dst = *(src + off)
-            self.mod.debug[pc] = (src, off, size, False)
-            out.add(ind, f"{d} = {self.load(src, off, size, False, pc)}", pc)
+            self.mod.debug[pc] = (size, False)
+            self.assign(dst, self.load(src, off, size, False, pc), out, ind, pc)
             return
+        s = self.v(src)
         if imm == 0x110:  # store-release: *(dst + off) = src
-            self.mod.debug[pc] = (dst, off, size, True)
+            self.mod.debug[pc] = (size, True)
             value = s if size == 8 else f"{s} & {(1 << (8 * size)) - 1}"
             out.add(ind, self.store(dst, off, size, value, pc), pc)
             return
-        self.mod.debug[pc] = (dst, off, size, True)
+        self.mod.debug[pc] = (size, True)
         mask = M64 if size == 8 else M32
         u, p = f"_U{size}", f"_P{size}"
-        out.add(ind, f"_a = {a}", pc)
-        out.add(ind, "_m = _WB[_a >> 32]", pc)
-        out.add(ind, f"_o = _a & {M32}", pc)
+        o, a = self.address(dst, off)
+        if o is not None:
+            if not (0 <= o and o + size <= 512):
+                out.add(ind, f"raise _FLT((r10 + {o - 512}) & {M64}, {size}, True, {pc})", pc)
+                return
+            out.add(ind, "_m = _S", pc)
+            out.add(ind, f"_o = {o}", pc)
+        else:
+            out.add(ind, f"_a = {a}", pc)
+            out.add(ind, "_m = _WB[_a >> 32]", pc)
+            out.add(ind, f"_o = _a & {M32}", pc)
         out.add(ind, f"_old = {u}(_m, _o)[0]", pc)
         v = s if size == 8 else f"({s} & {M32})"
         if imm == 0xF1:
-            out.add(ind, f"if _old == r0 & {mask}:", pc)
+            out.add(ind, f"if _old == {self.v(0)} & {mask}:", pc)
             out.add(ind + 1, f"{p}(_m, _o, {v})", pc)
-            out.add(ind, "r0 = _old", pc)
+            self.assign(0, "_old", out, ind, pc)
             return
         if imm == 0xE1:
             out.add(ind, f"{p}(_m, _o, {v})", pc)
-            out.add(ind, f"{s} = _old", pc)
+            self.assign(src, "_old", out, ind, pc)
             return
         base = imm & ~0x01
         expr = {0x00: f"(_old + {v}) & {mask}", 0x40: f"_old | {v}", 0x50: f"_old & {v}", 0xA0: f"_old ^ {v}"}[base]
         out.add(ind, f"{p}(_m, _o, {expr})", pc)
         if imm & 0x01:
-            out.add(ind, f"{s} = _old", pc)
+            self.assign(src, "_old", out, ind, pc)
 
     def call(self, pc: int, op: int, dst: int, src: int, imm: int, out: _Lines, ind: int) -> None:
         mod = self.mod
-        args = "r1, r2, r3, r4, r5"
+        args = ", ".join(self.v(r) for r in (1, 2, 3, 4, 5))
         if op & 0x08:  # callx
             reg = dst or imm
-            out.add(ind, f"r0 = _CALLX(_rs, {pc}, r{reg}, {args}, _d)", pc)
+            self.assign(0, f"_CALLX(_rs, {pc}, {self.v(reg)}, {args}, _d)", out, ind, pc)
             return
         if src == 0:
             fn = mod.vm.helpers.table.get(imm)
@@ -324,7 +439,7 @@ class _Func:
                 out.add(ind, "if _t is not None:", pc)
                 out.add(ind + 1, f"return _t.fast_function(0)(_rs, {args}, _d)", pc)
                 return
-            out.add(ind, f"r0 = {name}(_rs, {args}) & {M64}", pc)
+            self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
             return
         if src == 1:
             target = pc + 1 + imm
@@ -335,7 +450,7 @@ class _Func:
                         f"pc={target})", pc)
                 return
             mod.want(target)
-            out.add(ind, f"r0 = F{target}(_rs, {args}, _d + 1)", pc)
+            self.assign(0, f"F{target}(_rs, {args}, _d + 1)", out, ind, pc)
             return
         fn = mod.vm.kfuncs.get(imm)
         if fn is None:
@@ -344,7 +459,7 @@ class _Func:
             return
         name = mod.bind(f"_K{imm}", fn)
         out.add(ind, "_rs.depth = _d", pc)
-        out.add(ind, f"r0 = {name}(_rs, {args}) & {M64}", pc)
+        self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
 
     def condition(self, pc: int) -> str:
         op, dst, src, off, imm = self.code[pc]
@@ -394,10 +509,56 @@ class _Func:
             out.add(ind, f"raise _E('insn {bid}: jump outside the program (0..{n - 1})', pc={bid})", bid)
             return
         last = blk.pcs[-1]
+        self.sym = {}
+        self.analyse_block(blk)
         for pc in blk.pcs:
             if pc == last and blk.term in (GOTO, COND, EXIT):
                 break
             self.stmts(pc, out, ind)
+            for d, sym in list(self.sym.items()):
+                if sym[0] == "e" and sym[3] == pc:
+                    del self.sym[d]  # its single use was this instruction
+        if blk.term == EXIT:
+            self.exit_value = self.v(0)  # other registers are dead after the exit
+            self.sym = {}
+        else:
+            live = self.live_out[bid]
+            if blk.term == COND:
+                live = live | insn_rw(self.code, last)[0]
+            self.flush(out, ind, last, live)
+
+    def analyse_block(self, blk: Any) -> None:
+        """Registers live after each instruction of ``blk``, and the ALU
+        results used exactly once later in the block (fused into that use)."""
+        code = self.code
+        live = set(self.live_out[blk.id])
+        rws = [insn_rw(code, pc) for pc in blk.pcs]
+        after: dict[int, frozenset[int]] = {}
+        for pc, (reads, writes) in zip(reversed(blk.pcs), reversed(rws), strict=True):
+            after[pc] = frozenset(live)
+            live -= writes
+            live |= reads
+        self.live_after = after
+        fusable = set()
+        self.fuse_use: dict[int, int] = {}
+        last = blk.pcs[-1]
+        for i, pc in enumerate(blk.pcs):
+            op, dst, src, off, imm = code[pc]
+            if op & 0x07 not in (0x04, 0x07) or op > 0xFF or dst not in after[pc]:
+                continue
+            for j in range(i + 1, len(blk.pcs)):
+                reads, writes = rws[j]
+                if dst not in reads:
+                    continue
+                jpc = blk.pcs[j]
+                jop, jdst, jsrc = code[jpc][0], code[jpc][1], code[jpc][2]
+                twice = jop & 0x07 in (0x04, 0x07) and jop & 0x08 and jdst == jsrc == dst and jop & 0xF0 != 0xB0
+                cond = jpc == last and self.cfg.blocks[blk.id].term == COND
+                if not twice and not cond and (dst in writes or dst not in after[jpc]):
+                    fusable.add(pc)
+                    self.fuse_use[pc] = jpc
+                break
+        self.fusable = fusable
 
     # -- structured emission -------------------------------------------------------
 
@@ -474,7 +635,7 @@ class _Func:
             return set()
         last = blk.pcs[-1]
         if term == EXIT:
-            out.add(ind, "return r0", last)
+            out.add(ind, f"return {self.exit_value}", last)
             return set()
         if term in (FALL, GOTO):
             sub, pending = self.branch(x, blk.succs[0], loops, ind)
@@ -515,7 +676,7 @@ class _Func:
                 continue
             last = blk.pcs[-1]
             if blk.term == EXIT:
-                out.add(3, "return r0", last)
+                out.add(3, f"return {self.exit_value}", last)
             elif blk.term in (FALL, GOTO):
                 out.add(3, f"_nx = {blk.succs[0]}", last)
                 out.add(3, "continue", last)
@@ -557,7 +718,7 @@ class _Module:
         self.prog = prog
         self.vm = prog.vm
         self.globals: dict[str, Any] = {}
-        self.debug: dict[int, tuple[int, int, int, bool]] = {}
+        self.debug: dict[int, tuple[int, bool]] = {}
         self.wanted: list[int] = []
         self.uses_addr = False
 
@@ -681,7 +842,9 @@ def compile_program(prog: EmuProgram, dispatch: bool = False) -> dict[int, Calla
     """
     mod = _Module(prog)
     source, line_pc = mod.build(dispatch)
-    digest = hashlib.blake2b(source.encode(), digest_size=12).hexdigest()
+    # the line → slot table is part of the key: different programs can translate to the same source
+    key = source + repr(line_pc) + repr(sorted(mod.debug.items()))
+    digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
     filename = f"{_FILE_PREFIX}{prog.name} {digest}>"
     code = _CODE_CACHE.get(filename)
     if code is None:
@@ -752,7 +915,8 @@ def convert_exception(rs: RunState, exc: BaseException, tb: types.TracebackType 
     access = debug.get(pc)
     if access is None:
         return None
-    base, off, size, write = access
-    regs = entry.tb_frame.f_locals
-    addr = (regs.get(f"r{base}", 0) + off) & M64
-    return rs.space.fault(addr, size, write, pc)
+    size, write = access
+    addr = entry.tb_frame.f_locals.get("_a")
+    if addr is None:  # pragma: no cover - every generic access sets _a first
+        return None
+    return rs.space.fault(addr & M64, size, write, pc)
