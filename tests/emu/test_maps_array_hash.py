@@ -324,3 +324,19 @@ def test_closed_map_refuses_operations(vm):
     assert errno_of(m.lookup, 1) == errno.EBADF
     with pytest.raises(NotFoundError):
         vm.map_by_fd(fd)
+
+
+def test_direct_map_calls_follow_map_lifetime(vm):
+    """The fast tier calls a map's methods directly when the map and key are
+    known; closing the map rebuilds the code, which then faults like the
+    checked tier."""
+    m = vm.create_map(MapType.HASH, 4, 8, 4)
+    m[1] = 5
+    src = f"stw [%r10-4], 1\nlddw %r1, map_fd({m.fd})\nmov %r2, %r10\nadd %r2, -4\ncall 1\nexit"
+    prog = vm.load(assemble(src))
+    assert prog.run(tier="fast").r0 != 0
+    assert "_lookup(_rs, bytes(_S[508:512]))" in prog._fast_source
+    m.close()
+    for tier in ("checked", "fast"):
+        with pytest.raises(EmulatorFault, match="is not a map"):
+            prog.run(tier=tier)

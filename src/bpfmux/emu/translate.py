@@ -432,6 +432,8 @@ class _Func:
                 out.add(ind, f"raise _E('insn {pc}: unknown helper {imm}; register it with "
                         f"VM.helpers.register()', pc={pc})", pc)
                 return
+            if imm in (1, 2, 3) and self.map_call(pc, imm, fn, out, ind):
+                return
             name = mod.bind(f"_H{imm}", fn)
             out.add(ind, "_rs.depth = _d", pc)
             if imm == 12:
@@ -460,6 +462,49 @@ class _Func:
         name = mod.bind(f"_K{imm}", fn)
         out.add(ind, "_rs.depth = _d", pc)
         self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
+
+    def stack_bytes(self, r: int, size: int) -> str | None:
+        """``bytes(_S[a:b])`` when register ``r`` points at ``size`` bytes of
+        the current frame known at translation time."""
+        fp = self.fp_off(r)
+        if fp is None:
+            return None
+        o = 512 + fp
+        if not (0 <= o and o + size <= 512):
+            return None
+        return f"bytes(_S[{o}:{o + size}])"
+
+    def map_call(self, pc: int, hid: int, fn: Any, out: _Lines, ind: int) -> bool:
+        """Call a map's method directly for ``bpf_map_lookup/update/delete_elem``
+        when the map (``r1``) and the key (and value) stack slots are known
+        here and the helper is the built-in one; same results as the helper."""
+        from .helpers import maps as hmaps
+        from .maps.base import EmuMap
+
+        if fn is not {1: hmaps.map_lookup_elem, 2: hmaps.map_update_elem, 3: hmaps.map_delete_elem}[hid]:
+            return False
+        handle = self.const(1)
+        mp = self.mod.vm.space.handle(handle) if handle is not None else None
+        if not isinstance(mp, EmuMap) or mp.handle != handle or mp.closed:
+            return False
+        key = self.stack_bytes(2, mp.key_size)
+        if key is None:
+            return False
+        name = f"_M{mp.id}"
+        if hid == 1:
+            self.mod.bind(name + "_lookup", mp.bpf_lookup)
+            self.assign(0, f"{name}_lookup(_rs, {key})", out, ind, pc)
+            return True
+        if hid == 3:
+            self.mod.bind(name + "_delete", mp.bpf_delete)
+            self.assign(0, f"{name}_delete(_rs, {key}) & {M64}", out, ind, pc)
+            return True
+        value = self.stack_bytes(3, mp.value_size) if mp.has_values else '""'
+        if value is None:
+            return False
+        self.mod.bind(name + "_update", mp.bpf_update)
+        self.assign(0, f"{name}_update(_rs, {key}, {value}, {self.v(4)}) & {M64}", out, ind, pc)
+        return True
 
     def condition(self, pc: int) -> str:
         op, dst, src, off, imm = self.code[pc]

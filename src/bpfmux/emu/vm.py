@@ -249,7 +249,7 @@ class EmuProgram:
         from . import translate
 
         fns = self._fast
-        version = (self.vm.helpers.version, self.vm.max_loop_iterations, self.vm._kfunc_version)
+        version = (self.vm.helpers.version, self.vm.max_loop_iterations, self.vm._kfunc_version, self.vm._maps_version)
         if fns is None or self._fast_version != version:
             fns = self._fast = translate.compile_program(self)
             self._fast_version = version
@@ -355,6 +355,7 @@ class VM:
         self.kfuncs: dict[int, Callable[..., int]] = {}
         self.kfunc_names: dict[int, str] = {}
         self._kfunc_version = 0
+        self._maps_version = 0
         self.ksyms: dict[int, int] = {}
         self.symbolize: Callable[[int], str | None] | None = None
         self.max_insns = 1 << 25
@@ -498,6 +499,7 @@ class VM:
         return self._new_fd(mp), mid, self.space.add_handle(mp)
 
     def _unregister_map(self, mp: EmuMap) -> None:
+        self._maps_version += 1  # fast-tier code that calls this map's methods directly is rebuilt
         self._fds.pop(mp.fd, None)
         self.space.remove_handle(mp.handle)
 
