@@ -187,3 +187,18 @@ def test_strncmp(vm):
     assert both(vm, src.format(n=8), data).r0 == 1
     data = b"ab\0\0xxxx" + b"ab\0\0\0\0\0\0"
     assert both(vm, src.format(n=8), data).r0 == 0
+
+
+def test_session_kfuncs(vm):
+    from bpfmux.emu.helpers.tracing import KFUNCS
+
+    vm.register_kfunc(1001, KFUNCS["bpf_session_is_return"])
+    vm.register_kfunc(1002, KFUNCS["bpf_session_cookie"])
+    cookie = vm.space.map(8, "cookie")
+    src = "call runtime 1001\nmov %r6, %r0\ncall runtime 1002\nmov %r1, 7\nstxdw [%r0], %r1\nmov %r0, %r6\nexit"
+    prog = vm.load(assemble(src))
+    for tier in ("checked", "fast"):
+        cookie.buf[:] = bytes(8)
+        r0 = prog.run(tier=tier, context=RunContext(session_is_return=True, session_cookie=cookie.base)).r0
+        assert r0 == 1 and struct.unpack("<Q", cookie.buf)[0] == 7
+    assert both(vm, "call runtime 1001\nexit", context=RunContext(session_cookie=cookie.base)).r0 == 0

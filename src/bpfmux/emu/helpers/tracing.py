@@ -64,3 +64,32 @@ def get_attach_cookie(rs: RunState, *_: int) -> int:
         return ctx.cookie
     t = ctx.tracing
     return 0 if t is None else t.cookie
+
+
+# -- kfuncs (registered by BTF id by whoever knows the ids: VM.register_kfunc) --
+
+
+def session_is_return(rs: RunState, *_: int) -> int:
+    """kfunc ``bool bpf_session_is_return(void)``: true in the return run of
+    a session program (``RunContext.session_is_return``)."""
+    return int(bool(rs.context.session_is_return))
+
+
+def session_cookie(rs: RunState, *_: int) -> int:
+    """kfunc ``__u64 *bpf_session_cookie(void)``: address of the session's
+    cookie slot (``RunContext.session_cookie``)."""
+    return rs.context.session_cookie
+
+
+def rcu_read_lock(rs: RunState, *_: int) -> int:
+    """kfuncs ``bpf_rcu_read_lock``/``unlock``: nothing to do in one emulated CPU."""
+    return 0
+
+
+#: kfunc name → implementation, for ``VM.register_kfunc(btf_id_of(name), fn)``.
+KFUNCS = {
+    "bpf_session_is_return": session_is_return,
+    "bpf_session_cookie": session_cookie,
+    "bpf_rcu_read_lock": rcu_read_lock,
+    "bpf_rcu_read_unlock": rcu_read_lock,
+}
