@@ -269,3 +269,12 @@ def test_command_not_found():
 def test_help_has_examples():
     r = bpfmux("trace", "--help")
     assert r.returncode == 0 and "examples:" in r.stdout and "bpfmux trace 'tracepoint:syscalls:sys_enter_*'" in r.stdout
+
+
+def test_interval_json_lines_when_not_a_terminal():
+    r = bpfmux("trace", "rawtracepoint:sched_switch", "-i", "0.2", "-d", "0.7", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json_lines(r.stdout)
+    periodic = [d for d in rows if "time" in d]
+    assert len(periodic) >= 2 and rows[-1].keys() == {"probe", "count"}
+    assert periodic[0]["count"] <= rows[-1]["count"]

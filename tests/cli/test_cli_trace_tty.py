@@ -75,3 +75,24 @@ def test_live_table_refreshes_in_place_then_prints_totals():
         assert "Traceback" not in final
     finally:
         tmux.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_readme_first_command_shows_syscall_table():
+    """What a newcomer types first: every syscall, live, on a terminal."""
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bpfmux.cli.main", "trace",
+                                            "tracepoint:syscalls:sys_enter_*"])
+    tmux = Tmux(f"{cmd}; echo EXITED $?; sleep 60", height=24)
+    try:
+        screen = tmux.wait_for(lambda s: "bpfmux trace: tracepoint:syscalls:sys_enter_*" in s and
+                               "tracepoint:syscalls:sys_enter_" in s.split("RATE/s", 1)[-1])
+        assert "COUNT" in screen and "hits in" in screen
+        rows = [ln for ln in screen.splitlines() if "│ tracepoint:syscalls:sys_enter_" in ln]
+        counts = [int(ln.split("│")[-2].strip().replace(",", "")) for ln in rows]
+        assert counts and counts == sorted(counts, reverse=True) and counts[0] > 0
+        assert len(screen.splitlines()) <= 24
+        tmux.run("send-keys", "-t", "t", "C-c")
+        final = tmux.wait_for(lambda s: "EXITED" in s)
+        assert "EXITED 0" in final and "Traceback" not in final
+    finally:
+        tmux.close()

@@ -100,8 +100,10 @@ def test_programs_assemble(action, idx):
                   payload=P.Payload.SYSCALL_REGS)
     prog = P.build(spec)
     refs = {r.ref for r in prog.relocations}
-    if idx in (P.IdxSource.SYSCALL_ENTER, P.IdxSource.SYSCALL_EXIT):
+    if idx is P.IdxSource.SYSCALL_ENTER:
         assert "sysidx" in refs
+    if idx is P.IdxSource.SYSCALL_EXIT:
+        assert "sysidx_exit" in refs
     if action is P.Action.LAT_SESSION:
         assert {"bpf_session_cookie", "bpf_session_is_return"} <= refs
     if action is P.Action.COUNT:
@@ -109,3 +111,17 @@ def test_programs_assemble(action, idx):
     if action is P.Action.ARGS:
         assert {"events", "drops"} <= refs
     assert prog.insns[-1].opcode == 0x95  # exit
+
+
+def test_no_btf_message(monkeypatch):
+    from bpfmux.btf import Btf
+    from bpfmux.errors import NotSupportedError
+    from bpfmux.trace import engine
+
+    def missing(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(Btf, "vmlinux", classmethod(lambda cls, *a, **k: missing()))
+    with pytest.raises(NotSupportedError) as e:
+        engine._vmlinux_id("bpf_session_cookie", "func")
+    assert "no BTF" in str(e.value) and "CONFIG_DEBUG_INFO_BTF" in str(e.value)

@@ -111,8 +111,15 @@ class Tracer:
         from ..live.links._base import close_all
 
         links, self._links = self._links, []
+        # perf-event links wait for a grace period each: close those on threads so the waits overlap;
+        # bpf_links (raw tracepoints, multi links) close in microseconds, in order
+        perf = [lk for lk in links if hasattr(lk, "event") or hasattr(lk, "parallel_close")]
+        fast = [lk for lk in links if not (hasattr(lk, "event") or hasattr(lk, "parallel_close"))]
         try:
-            close_all(links, parallel=True)
+            try:
+                close_all(fast)
+            finally:
+                close_all(perf, parallel=True)
         finally:
             if self._ring is not None:
                 self._ring.close()

@@ -124,6 +124,11 @@ def _supported_link(name: str) -> bool:
         return False
 
 
+def _has_btf() -> bool:
+    """Sessions call kfuncs, which are found through the kernel's BTF."""
+    return os.path.exists("/sys/kernel/btf/vmlinux")
+
+
 def _tracepoints(spec: ProbeSpec) -> list[tuple[str, str]]:
     from ..live import tracefs
 
@@ -258,7 +263,7 @@ def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]
                 probes.append(p)
                 targets.append(n + (f"+{offset}" if offset else ""))
         if mode == "latency":
-            if multi and _supported_attach("TRACE_KPROBE_SESSION"):
+            if multi and _has_btf() and _supported_attach("TRACE_KPROBE_SESSION"):
                 return [Group(spec, "kprobe_multi", probes, targets, role="session")]
             how = "kprobe_multi" if multi else "kprobe"
             return [Group(spec, how, probes, targets, role="entry"),
@@ -346,7 +351,7 @@ def _plan_uprobes(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Gr
     multi = _supported_link("UPROBE_MULTI")
     how = "uprobe_multi" if multi else "uprobe"
     if mode == "latency":
-        if multi and _supported_attach("TRACE_UPROBE_SESSION"):
+        if multi and _has_btf() and _supported_attach("TRACE_UPROBE_SESSION"):
             return [Group(spec, how, probes, targets, role="session")]
         return [Group(spec, how, probes, targets, role="entry"),
                 Group(spec, how, probes, targets, retprobe=True, role="exit")]  # fmt: skip
