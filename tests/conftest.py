@@ -31,3 +31,15 @@ def root_required() -> None:
     """Skip when not root: live-kernel tests need CAP_BPF/CAP_PERFMON."""
     if os.geteuid() != 0:
         pytest.skip("needs root for bpf(2) and perf_event_open(2); run the suite as root")
+
+
+@pytest.fixture
+def pin_root(root_required: None):
+    """A private directory in bpffs for maps pinned by name, removed afterwards
+    (pins outlive the process: a test must not leave one for the next run)."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="bpfmux-test-", dir="/sys/fs/bpf")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

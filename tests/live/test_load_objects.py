@@ -22,9 +22,9 @@ def obj(name: str) -> str:
     return os.path.join(BPF, f"{name}.bpf.o")
 
 
-@pytest.fixture(scope="module")
-def kernel() -> LiveKernel:
-    return LiveKernel()
+@pytest.fixture
+def kernel(pin_root: str) -> LiveKernel:
+    return LiveKernel(pin_root=pin_root)
 
 
 LOADABLE = ["btf_core", "core", "getpid", "globals", "kfunc", "kprobes", "legacy_maps", "maps", "ringbuf",
@@ -68,7 +68,7 @@ def test_maps_object_types_and_static_inner_maps(kernel: LiveKernel) -> None:
         assert list(m["hash_map"]) == [5]
         coll.programs["use_maps"]  # loaded
     # hash_map is pinned by name: the load pinned it and closing leaves the pin
-    pin = "/sys/fs/bpf/hash_map"
+    pin = os.path.join(kernel.pin_root, "hash_map")
     try:
         assert os.path.exists(pin)
         with kernel.load(obj("maps")) as again:  # reused, contents kept

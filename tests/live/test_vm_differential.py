@@ -136,7 +136,7 @@ _COMPARED = (MapType.ARRAY, MapType.HASH, MapType.LRU_HASH)
 
 
 @pytest.mark.parametrize("path,name", CANDIDATES, ids=[f"{p.stem}:{n}" for p, n in CANDIDATES])
-def test_object_program_matches_kernel(root_required, path, name):
+def test_object_program_matches_kernel(pin_root, path, name):
     from bpfmux.btf import Btf
     from bpfmux.errors import BpfError, NotSupportedError, VerifierError
     from bpfmux.live import LiveKernel
@@ -149,7 +149,7 @@ def test_object_program_matches_kernel(root_required, path, name):
                     "kernel has no copy of the host kernel's memory to compare with")
     ctx = bytes((i * 37 + 11) & 0xFF for i in range(256 if ps.prog_type == ProgType.SYSCALL else 64))
     try:
-        coll = LiveKernel().load(path, programs=[name])
+        coll = LiveKernel(pin_root=pin_root).load(path, programs=[name])
     except (VerifierError, NotSupportedError) as e:
         pytest.skip(f"the kernel does not load {path.name}:{name} here: {str(e).splitlines()[0]}")
     with coll:
