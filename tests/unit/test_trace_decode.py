@@ -122,6 +122,7 @@ def test_no_btf_message(monkeypatch):
         raise FileNotFoundError(2, "No such file or directory")
 
     monkeypatch.setattr(Btf, "vmlinux", classmethod(lambda cls, *a, **k: missing()))
+    monkeypatch.setattr(engine, "_id_cache_path", lambda: None)
     with pytest.raises(NotSupportedError) as e:
         engine._vmlinux_id("bpf_session_cookie", "func")
     assert "no BTF" in str(e.value) and "CONFIG_DEBUG_INFO_BTF" in str(e.value)

@@ -469,9 +469,44 @@ def _vmlinux() -> Any:
                                 "CONFIG_DEBUG_INFO_BTF=y, or tracepoint:/uprobe: probes") from None  # fmt: skip
 
 
+def _id_cache_path() -> str | None:
+    import os
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "bpfmux", f"btf-ids-{boot}.json")
+
+
 def _vmlinux_id(name: str, kind: str) -> int:
+    """The vmlinux BTF id of ``name``; remembered per boot on disk (indexing the
+    kernel's BTF by name takes a good part of a second, the kernel's BTF cannot
+    change until the next boot)."""
+    import json
+    import os
+
+    path = _id_cache_path()
+    key = f"{kind}:{name}"
+    cache: dict[str, int] = {}
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            with open(path, encoding="utf-8") as f:
+                cache = json.load(f)
+            if key in cache:
+                return int(cache[key])
     ids = _vmlinux().find_ids(name, kind)
     if not ids:
         raise NotFoundError(f"kernel {kind}", name, "this kernel's BTF does not have it")
+    if path is not None:
+        cache[key] = ids[0]
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(cache, f)
+            os.replace(tmp, path)
     return ids[0]
 
