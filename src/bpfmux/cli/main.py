@@ -25,6 +25,15 @@ SUBCOMMANDS = [
 ]
 
 
+EPILOG = """\
+examples:
+  sudo bpfmux trace 'tracepoint:syscalls:sys_enter_*'        live table of syscall counts
+  sudo bpfmux trace 'uprobe:libc:str*' --latency -c 'ls /'   latency histograms of one command
+  sudo bpfmux run examples/objects/syscount.bpf.o -d 2       load an object, attach, dump its maps
+  bpfmux COMMAND --help                                      each command's options and examples
+"""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Build the top-level parser with every available subcommand (or just
     ``only``, so running one subcommand does not import the others)."""
@@ -32,6 +41,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="bpfmux",
         description="Multi-attach eBPF toolkit: trace with many programs per hook and one program on many functions.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS if only is None else [only]:
