@@ -71,8 +71,12 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>") -> Iterator[Event
         if not isinstance(fields, dict):
             raise ParseError(f"line {n}: fields must be an object", None, source)
         if kind == "task":
-            if not isinstance(value, dict):
-                raise ParseError(f"line {n}: task must be an object like {{\"pid\": 1, \"comm\": \"x\"}}", None, source)
+            ok = isinstance(value, dict) and all(
+                (k in ("pid", "tgid", "uid", "gid") and isinstance(v, int) and not isinstance(v, bool))
+                or (k == "comm" and isinstance(v, str)) for k, v in value.items())
+            if not ok:
+                raise ParseError(f"line {n}: task must be an object like {{\"pid\": 1, \"tgid\": 1, \"comm\": "
+                                 f"\"x\"}} (pid, tgid, uid, gid: integers; comm: text)", None, source)
             yield Event("task", fields=value, line=n)
         elif kind == "clock":
             if not isinstance(value, int):
