@@ -278,3 +278,23 @@ def test_interval_json_lines_when_not_a_terminal():
     periodic = [d for d in rows if "time" in d]
     assert len(periodic) >= 2 and rows[-1].keys() == {"probe", "count"}
     assert periodic[0]["count"] <= rows[-1]["count"]
+
+
+def test_args_uprobe_and_uretprobe():
+    r = bpfmux("trace", "uprobe:libc:strverscmp", "uretprobe:libc:strverscmp", "--args", "--json", "-c",
+               strverscmp_calls(3))
+    assert r.returncode == 0, r.stderr
+    events = json_lines(r.stdout)
+    entries = [e for e in events if e["probe"].startswith("uprobe:")]
+    rets = [e for e in events if e["probe"].startswith("uretprobe:")]
+    assert len(entries) == 3 and len(rets) == 3
+    assert all(e["args"]["arg0"].startswith("0x") for e in entries)
+    assert all(e["args"]["ret"] < 0 for e in rets)  # strverscmp("a1", "a2") < 0
+
+
+def test_args_raw_tracepoint_typed_by_btf():
+    r = bpfmux("trace", "rawtracepoint:sched_process_exec", "--args", "--json", "-c", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    (ev,) = json_lines(r.stdout)
+    assert ev["comm"] == "true" and ev["args"]["arg1"] == ev["pid"]  # (task, old_pid, bprm): old_pid is an int
+    assert ev["args"]["arg0"].startswith("0xffff")

@@ -39,10 +39,14 @@ def test_uprobe_regs_and_return():
     struct.pack_into("<q", regs, reg_offset("ax"), -5)
     probes = [Probe(0, "uprobe:/bin/x:f"), Probe(1, "uretprobe:/bin/x:f")]
     ev = decode_event(_event(0, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
-    assert ev.args == [(f"arg{i}", hex(100 + i)) for i in range(6)]
+    assert [(n, str(v)) for n, v in ev.args] == [(f"arg{i}", hex(100 + i)) for i in range(6)]
+    assert ev.as_dict()["args"]["arg0"] == "0x64" and "arg0=0x64 " in ev.line()
     ev = decode_event(_event(1, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
     assert ev.args == [("ret", -5)]
     assert ev.as_dict()["args"] == {"ret": -5}
+    struct.pack_into("<Q", regs, reg_offset("ax"), 0xFFFFFFFF)  # an int -1 in eax
+    ev = decode_event(_event(1, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
+    assert ev.line().endswith("ret=-1 (0xffffffff)") and ev.as_dict()["args"] == {"ret": -1}
 
 
 def test_short_or_unknown_events_raise_parse_error():

@@ -26,6 +26,34 @@ _SIGNED_TYPES = ("int", "long", "short", "char", "s8", "s16", "s32", "s64", "pid
                  "clockid_t", "key_serial_t", "timer_t", "mqd_t", "qid_t", "rwf_t")  # fmt: skip
 
 
+class Ptr(int):
+    """An address: printed in hex."""
+
+    def __str__(self) -> str:
+        return hex(self)
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        return hex(self) if not spec else int.__format__(self, spec)
+
+
+class Ret(int):
+    """A return value of unknown type (uretprobe/kretprobe without BTF): when
+    it fits 32 bits with the sign bit set it is shown both as a negative int
+    and in hex (``-1 (0xffffffff)``), since most such functions return int."""
+
+    def __str__(self) -> str:
+        if 0x80000000 <= self <= 0xFFFFFFFF:
+            return f"{self - (1 << 32)} ({hex(self)})"
+        return int.__repr__(self)
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else int.__format__(self, spec)
+
+
 @dataclass
 class ArgEvent:
     """One decoded hit.
@@ -58,8 +86,17 @@ class ArgEvent:
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {"ns": self.ns, "pid": self.pid, "tid": self.tid, "cpu": self.cpu, "comm": self.comm,
-                "probe": self.probe,
-                "args": {n: (v.hex() if isinstance(v, bytes) else v) for n, v in self.args}}  # fmt: skip
+                "probe": self.probe, "args": {n: _json(v) for n, v in self.args}}
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, Ptr):
+        return hex(v)
+    if isinstance(v, Ret):
+        return int(v) - (1 << 32) if 0x80000000 <= v <= 0xFFFFFFFF else int(v)
+    return v
 
 
 def _quote(s: str) -> str:
@@ -153,7 +190,7 @@ def _btf_args(sig: Any, values: list[int]) -> list[tuple[str, Any]]:
         v = values[i]
         ptr = a.size == 8 and not a.signed and "Ptr" in type(a.type).__name__
         if ptr:
-            out.append((a.name or f"arg{i}", hex(v)))
+            out.append((a.name or f"arg{i}", Ptr(v)))
         else:
             v &= (1 << (8 * a.size)) - 1 if a.size < 8 else (1 << 64) - 1
             if a.signed and v >= 1 << (8 * a.size - 1):
@@ -196,7 +233,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 ev.args.append((f.name, string))
                 str_done = True
             elif "*" in f.type:
-                ev.args.append((f.name, hex(v)))
+                ev.args.append((f.name, Ptr(v)))
             else:
                 ev.args.append((f.name, _int(v.to_bytes(8, "little"), _width(f.type), _is_signed(f.type))))
     elif how == "sys_exit":
@@ -211,9 +248,9 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(12)]
         if params:
             for (n, size, signed, ptr), v in zip(params, vals, strict=False):
-                ev.args.append((n, hex(v) if ptr else _int(v.to_bytes(8, "little"), size, signed)))
+                ev.args.append((n, Ptr(v) if ptr else _int(v.to_bytes(8, "little"), size, signed)))
         else:
-            ev.args.extend((f"arg{i}", hex(v)) for i, v in enumerate(vals[:6]))
+            ev.args.extend((f"arg{i}", Ptr(v)) for i, v in enumerate(vals[:6]))
     elif how in ("fentry", "fexit"):
         sig = probe.info.get("signature")
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(P.PAYLOAD_SIZE // 8)]
@@ -223,11 +260,11 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 rv = vals[sig.nregs]
                 if sig.return_size and sig.return_size < 8:
                     rv &= (1 << (8 * sig.return_size)) - 1
-                ev.args.append(("ret", rv))
+                ev.args.append(("ret", Ret(rv)))
     else:  # kprobe/uprobe families: pt_regs
         if ret:
-            ev.args.append(("ret", int.from_bytes(payload[reg_offset("ax"):reg_offset("ax") + 8], "little",
-                                                  signed=True)))  # fmt: skip
+            ax = int.from_bytes(payload[reg_offset("ax"):reg_offset("ax") + 8], "little")
+            ev.args.append(("ret", Ret(ax) if ax < 1 << 63 else ax - (1 << 64)))
         else:
             values = _regs(payload, _CALL_REGS)
             sig = probe.info.get("signature")
@@ -236,7 +273,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
             if sig is not None:
                 ev.args.extend(_btf_args(sig, values[:sig.nregs]))
             else:
-                ev.args.extend((f"arg{i}", hex(v)) for i, v in enumerate(values))
+                ev.args.extend((f"arg{i}", Ptr(v)) for i, v in enumerate(values))
     return ev
 
 
@@ -271,7 +308,7 @@ def _record_fields(fmt: Any, payload: bytes) -> list[tuple[str, Any]]:
             out.append((f.name, _cstr(raw) if f.type.startswith("char") else raw))
         elif f.size in (1, 2, 4, 8):
             v = _int(raw, f.size, f.signed)
-            out.append((f.name, hex(v) if "*" in f.type else v))
+            out.append((f.name, Ptr(v) if "*" in f.type else v))
         else:
             out.append((f.name, raw))
     return out
