@@ -11,6 +11,10 @@ Update flags follow the kernel: ``BPF_NOEXIST`` on a present key fails
 ``EEXIST``, ``BPF_EXIST`` on an absent key fails ``ENOENT``, inserting into a
 full map fails ``E2BIG`` — except for LRU maps, which evict.
 
+An update of a present key writes the value in place (the kernel swaps in
+a new element; the difference shows only to a program that keeps a pointer
+to the old value across the update).
+
 **LRU order.** The LRU maps evict the least recently used element: an element
 becomes most recent when it is inserted, updated, or looked up by a program
 (``bpf_map_lookup_elem``; a lookup from user space does not count, as in the
