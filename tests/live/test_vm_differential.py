@@ -8,7 +8,11 @@
    ``retval`` and the whole context compares every register and all memory.
    **test_random_programs_10000** is the long one (10,000 programs, marked
    ``slow``; about half a minute: one fd at a time, closed at once, one VM).
-2. Every test object (``tests/bpf/*.bpf.o``) program the kernel can test-run
+2. Random map programs (:func:`~bpfmux.emu.progen.random_map_program`):
+   updates with every flag, lookups writing through the value pointer and
+   deletes on a hash and an array map; return codes, context and the maps'
+   contents after the run must agree.
+3. Every test object (``tests/bpf/*.bpf.o``) program the kernel can test-run
    with a plain context (``syscall``, ``raw_tp``) runs in the kernel (through
    :class:`bpfmux.live.LiveKernel`) and in the VM (loaded here from the
    :class:`~bpfmux.obj.ObjectSpec`); return value, context and the contents
@@ -71,6 +75,35 @@ def test_random_programs_quick(root_required):
 def test_random_programs_10000(root_required):
     """The acceptance run: 10,000 random programs, zero mismatches."""
     assert check_range(range(10_000, 20_000)) == []
+
+
+def test_random_map_programs(root_required):
+    from bpfmux.emu.progen import random_map_program
+
+    mismatches = []
+    for seed in range(1000):
+        g = random_map_program(seed)
+        kmaps = [lsys.map_create(t, k, v, n) for t, k, v, n in g.maps]
+        try:
+            fd = lsys.prog_load(ProgType.SYSCALL, encode(g.with_fds([m.fd for m in kmaps])), "GPL",
+                                name="vmdiffmap", prog_flags=ProgFlags.SLEEPABLE)
+            kbuf = bytearray(g.ctx)
+            try:
+                kret = lsys.prog_test_run(fd, ctx_in=kbuf).retval
+            finally:
+                fd.close()
+            kdump = [_raw_dump(m, k, v) for m, (_, k, v, _) in zip(kmaps, g.maps, strict=True)]
+        finally:
+            for m in kmaps:
+                m.close()
+        for tier in ("checked", "fast"):
+            with VM() as vm:
+                ms = [vm.create_map(t, k, v, n) for t, k, v, n in g.maps]
+                res = vm.load(g.with_fds([m.fd for m in ms])).run(g.ctx, tier=tier)
+                edump = [_emu_dump(m) for m in ms]
+            if res.r0 & M32 != kret or res.ctx != bytes(kbuf) or edump != kdump:
+                mismatches.append(f"seed {seed} {tier}")
+    assert mismatches == []
 
 
 # -- test objects ---------------------------------------------------------------

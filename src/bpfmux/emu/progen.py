@@ -290,4 +290,73 @@ def random_program(rng: random.Random | int, size: int = 40, *, wild: bool = Fal
     return GeneratedProgram(insns, ctx, seed)
 
 
-__all__ = ["CTX_SIZE", "REGS_OFF", "STACK_OFF", "GeneratedProgram", "random_program"]
+
+
+@dataclass
+class MapProgram:
+    """A generated program using maps.
+
+    :ivar insns: the program; ``lddw`` map loads carry the *index* of their
+        map in :attr:`maps` as fd — :meth:`with_fds` substitutes real fds.
+    :ivar maps: ``(map type, key size, value size, max entries)`` per map.
+    """
+
+    insns: list[Insn]
+    ctx: bytes
+    maps: list[tuple[int, int, int, int]]
+
+    def with_fds(self, fds: list[int]) -> list[Insn]:
+        """The instructions with map index ``i`` replaced by ``fds[i]``."""
+        return [Insn(i.opcode, i.dst, i.src, i.off, fds[i.imm]) if i.opcode == 0x18 and i.src == 1 else i
+                for i in self.insns]
+
+
+def random_map_program(rng: random.Random | int, ops: int = 12) -> MapProgram:
+    """A program doing ``ops`` random map operations on a 4-entry hash map
+    and a 4-entry array map: updates with random flags (and keys past the
+    array's end), lookups that write through the value pointer, deletes. The
+    helpers' return codes are folded into r6-r8, which end up in the context
+    (at :data:`REGS_OFF`) with r0. Accepted by the kernel's verifier as a
+    ``BPF_PROG_TYPE_SYSCALL`` program.
+    """
+    if isinstance(rng, int):
+        rng = random.Random(rng)
+    from ..uapi import MapType
+
+    maps = [(int(MapType.HASH), 4, 8, 4), (int(MapType.ARRAY), 4, 8, 4)]
+    out = [Insn(0xBF, CTX_REG, 1, 0, 0)]
+    out += [Insn(0x7A, 10, 0, -off, 0) for off in range(8, 25, 8)]
+    for r in (6, 7, 8):
+        out.append(Insn(0x79, r, CTX_REG, 8 * (r - 6), 0))
+
+    def args(m: int, key: int) -> list[Insn]:
+        return [Insn(0x62, 10, 0, -4, key), Insn(0x18, 1, 1, 0, m), Insn(0xBF, 2, 10, 0, 0),
+                Insn(0x07, 2, 0, 0, -4)]
+
+    for _ in range(ops):
+        m = rng.randrange(2)
+        key = rng.randrange(6)
+        r = rng.random()
+        acc = rng.choice([6, 7, 8])
+        if r < 0.4:  # update
+            out.append(Insn(0x7B, 10, rng.choice([6, 7, 8]), -16, 0))
+            out += args(m, key)
+            out += [Insn(0xBF, 3, 10, 0, 0), Insn(0x07, 3, 0, 0, -16),
+                    Insn(0xB7, 4, 0, 0, rng.choice([0, 0, 1, 2]))]
+            out += [Insn(0x85, 0, 0, 0, 2), Insn(0xAF, acc, 0, 0, 0), Insn(0x07, acc, 0, 0, 3)]
+        elif r < 0.8:  # lookup and write through the pointer
+            out += args(m, key)
+            body = [Insn(0x79, 1, 0, 0, 0), Insn(0x0F, acc, 1, 0, 0), Insn(0x07, 1, 0, 0, rng.randint(1, 99)),
+                    Insn(0x7B, 0, 1, 0, 0)]
+            out += [Insn(0x85, 0, 0, 0, 1), Insn(0x15, 0, 0, len(body), 0)] + body
+            out.append(Insn(0x27, acc, 0, 0, 3))
+        else:  # delete
+            out += args(m, key)
+            out += [Insn(0x85, 0, 0, 0, 3), Insn(0xAF, acc, 0, 0, 0)]
+    out += [Insn(0x7B, CTX_REG, r, REGS_OFF + 8 * r, 0) for r in (6, 7, 8)]
+    out += [Insn(0xBF, 0, 6, 0, 0), Insn(0x95, 0, 0, 0, 0)]
+    ctx = bytes(rng.getrandbits(8) for _ in range(DATA_SIZE)) + bytes(CTX_SIZE - DATA_SIZE)
+    return MapProgram(out, ctx, maps)
+
+
+__all__ = ["CTX_SIZE", "REGS_OFF", "STACK_OFF", "GeneratedProgram", "MapProgram", "random_map_program", "random_program"]
