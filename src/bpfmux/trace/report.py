@@ -187,10 +187,12 @@ def prometheus_text(snap: Any, probes: list[Any], by: str | None) -> str:
 
 
 def rich_table(rows: list[CountRow], by: str | None, *, title: str, caption: str) -> Any:
-    """A :class:`rich.table.Table` of the count rows with a rate column."""
+    """A rich renderable: the count rows with a rate column, and a status line under them."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, caption=caption, expand=False, title_justify="left", caption_justify="left")
+    t = Table(title=title, expand=False, title_justify="left")
     t.add_column("PROBE", overflow="fold")
     if by == "pid":
         t.add_column("PID", justify="right")
@@ -201,4 +203,4 @@ def rich_table(rows: list[CountRow], by: str | None, *, title: str, caption: str
     for r in rows:
         cells = [r.probe] + ([str(r.pid)] if by == "pid" else []) + ([r.comm] if by == "comm" else [])
         t.add_row(*cells, f"{r.rate:,.0f}", f"{r.total:,}")
-    return t
+    return Group(t, Text(caption, style="dim"))
