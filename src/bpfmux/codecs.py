@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
-from .errors import ParseError
+from .errors import NotFoundError, ParseError
 
 _INT_FMT = {(1, False): "<B", (2, False): "<H", (4, False): "<I", (8, False): "<Q",
             (1, True): "<b", (2, True): "<h", (4, True): "<i", (8, True): "<q"}
@@ -183,3 +183,28 @@ def codec_for(btf: Any, type_id: int, size: int) -> Codec:
     if impl is None:
         return RawCodec(size)
     return BtfCodec(btf[type_id], size, impl)
+
+
+def datasec_variables(btf: Any, section: str) -> dict[str, tuple[int, int, Codec]]:
+    """The variables of global-data section ``section`` (``.data``, ``.bss``,
+    ``.rodata``, ``.data.foo``, …) as the object's BTF ``DATASEC`` lays them
+    out: name → ``(offset, size, codec)``. Empty without BTF or without a
+    ``DATASEC`` of that name (the section is then only raw bytes).
+
+    Shared by the live and the emulated kernel's global-data maps.
+
+    :raises NotFoundError: a variable of the ``DATASEC`` refers to a type id
+        the BTF does not have (malformed object BTF).
+    :raises ParseError: a variable's BTF record is malformed.
+    """
+    variables: dict[str, tuple[int, int, Codec]] = {}
+    if btf is None:
+        return variables
+    try:
+        ds = btf.find(section, "datasec")
+    except NotFoundError:
+        return variables
+    for vs in ds.vars:
+        var = btf[vs.type_id]
+        variables[var.name] = (vs.offset, vs.size, codec_for(btf, var.type_id, vs.size))
+    return variables

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import api
+from ..codecs import datasec_variables
 from ..errors import BpfmuxError
 from ..uapi import AttachType, ProgFlags, ProgType
 from .runtime import RunContext
@@ -180,17 +181,7 @@ class DataSection:
     def __init__(self, mp: Any, btf: Any, section: str) -> None:
         self.map = mp
         self.name = mp.name or section
-        self.variables: dict[str, tuple[int, int, Any]] = {}
-        if btf is not None:
-            from ..codecs import codec_for
-
-            try:
-                ds = btf.find(section, "datasec")
-            except (KeyError, BpfmuxError):
-                ds = None
-            for vs in getattr(ds, "vars", ()):
-                var = btf[vs.type_id]
-                self.variables[var.name] = (vs.offset, vs.size, codec_for(btf, var.type_id, vs.size))
+        self.variables: dict[str, tuple[int, int, Any]] = datasec_variables(btf, section)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.map, name)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import api
-from ..codecs import codec_for
+from ..codecs import datasec_variables
 from ..errors import BpfError, NotFoundError, NotSupportedError
 from ..uapi import AttachType, MapType, ProgFlags
 from . import maps as _maps
@@ -316,13 +316,7 @@ class LiveKernel:
     def _wrap(self, fd: _sys.Fd, ms: Any, spec: Any) -> _maps.LiveMap:
         btf = spec.btf
         if _is_global(ms):
-            variables: dict[str, tuple[int, int, Any]] = {}
-            if btf is not None:
-                with contextlib.suppress(NotFoundError, KeyError):
-                    ds = btf.find(ms.section if ms.section.startswith(".") else ms.name, "datasec")
-                    for vs in ds.vars:
-                        var = btf[vs.type_id]
-                        variables[var.name] = (vs.offset, vs.size, codec_for(btf, var.type_id, vs.size))
+            variables = datasec_variables(btf, ms.section if ms.section.startswith(".") else ms.name)
             return _maps.wrap(fd, name=ms.name, cls=_maps.DataSecMap, variables=variables)
         return _maps.wrap(fd, name=ms.name, btf=btf, key_type_id=ms.btf_key_type_id,
                           value_type_id=ms.btf_value_type_id)
