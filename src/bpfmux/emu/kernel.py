@@ -32,7 +32,7 @@ from ..abi import context_for, frame_layout, frame_view_for
 from ..abi.tpformat import bundled_events, load_format
 from ..abi.tracing import ArgInfo, FrameView
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError
-from ..uapi import MAX_MULTI_FUNCS, AttachType, ProgFlags, ProgType
+from ..uapi import MAX_MULTI_FUNCS, AttachType, BtfKind, ProgFlags, ProgType
 from .hooks import EmuPerfEvent, TraceEvent, kprobe_regs, perf_event_data, tracepoint_record
 from .links import (
     GroupLink,
@@ -120,6 +120,8 @@ class Emulator:
         addresses = _kallsyms_addresses() if kallsyms else None
         self.functions = FunctionTable.from_btf(self.btf, addresses) if self.btf is not None else FunctionTable()
         add_test_functions(self.functions, self.memory)
+        if self.btf is not None:
+            self._register_kfuncs()
         self._events: dict[str, TraceEvent] = {}
         self._kprobe_events: dict[tuple[KernelFunction, bool], TraceEvent] = {}
         self._fprobes: dict[KernelFunction, list[KprobeMultiLink]] = {}
@@ -128,6 +130,15 @@ class Emulator:
         self._raw_index: dict[str, str] | None = None
         self._regions: list[Any] = []
         self._closed = False
+
+    def _register_kfuncs(self) -> None:
+        """Make the kfuncs the emulated kernel implements callable by their BTF ids."""
+        from .helpers.tracing import KFUNCS
+
+        for name, fn in KFUNCS.items():
+            for fid in self.btf.find_ids(name):
+                if self.btf.kind_of(fid) == BtfKind.FUNC:
+                    self.vm.register_kfunc(fid, fn, name)
 
     # -- memory -------------------------------------------------------------
 
@@ -236,7 +247,7 @@ class Emulator:
         # without kernel BTF, CO-RE resolves against the object's own types
         insns = ps.instructions(map_fd, self.btf or spec.btf, ksym_addr=self._ksym_addr)
         return self.load_program(insns, ps.prog_type, name=ps.name, section=ps.section,
-                                 attach_type=int(ps.expected_attach_type), target=ps.attach_target,
+                                 attach_type=int(ps.expected_attach_type or 0), target=ps.attach_target,
                                  flags=int(ps.flags), license=ps.license or spec.license or "", spec=ps)
 
     def _ksym_addr(self, name: str) -> int:
@@ -354,7 +365,7 @@ class Emulator:
         else:
             self._kprobe_return(f, regs, ret & U64, None)
 
-    def _kprobe_entry(self, f: KernelFunction, args: tuple[int, ...]) -> list[KprobeMultiLink]:
+    def _kprobe_entry(self, f: KernelFunction, args: tuple[int, ...]) -> list[tuple[KprobeMultiLink, Any]]:
         ev = self._kprobe_events.get((f, False))
         if ev is not None and ev.array.items:
             ctx = kprobe_regs(f.addr, args, full=True, sp=KSTACK_TOP)
@@ -362,33 +373,49 @@ class Emulator:
                 prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args), cookie=cookie))
             ev.hits += 1
         sessions = []
+        space = self.vm.space
         for link in list(self._fprobes.get(f, ())):
             if link.retprobe and not link.session:
                 continue
             ctx = kprobe_regs(f.addr, args, full=False, sp=KSTACK_TOP)
             rc = RunContext(tracing=FuncCall(f.addr, args), cookie=link.cookies.get(f.addr, 0))
+            slot = None
+            if link.session:  # the u64 bpf_session_cookie() points at, kept from entry to return
+                slot = space.map(bytearray(8), f"session cookie of {link.program.name}", "kernel", True)
+                rc.session_cookie = slot.base
             r0 = link.program.run(ctx, context=rc)
-            if link.session and r0 == 0:
-                sessions.append(link)
+            if slot is not None:
+                if r0 == 0:
+                    sessions.append((link, slot))
+                else:
+                    space.unmap(slot)
         return sessions
 
-    def _kprobe_return(self, f: KernelFunction, args: tuple[int, ...], ret: int, sessions: list | None) -> None:
+    def _kprobe_return(self, f: KernelFunction, args: tuple[int, ...], ret: int,
+                       sessions: list[tuple[KprobeMultiLink, Any]] | None) -> None:
         ev = self._kprobe_events.get((f, True))
         if ev is not None and ev.array.items:
             ctx = kprobe_regs(f.addr, args, full=True, ret=ret, sp=KSTACK_TOP)
             for prog, _, cookie in list(ev.array.items):
                 prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args, ret), cookie=cookie))
             ev.hits += 1
-        for link in list(self._fprobes.get(f, ())):
-            if link.session:
-                if sessions is None or link not in sessions:
+        pending = dict(sessions or ())
+        try:
+            for link in list(self._fprobes.get(f, ())):
+                if link.session:
+                    if link not in pending:
+                        continue
+                elif not link.retprobe:
                     continue
-            elif not link.retprobe:
-                continue
-            ctx = kprobe_regs(f.addr, args, full=False, ret=ret, sp=KSTACK_TOP)
-            rc = RunContext(tracing=FuncCall(f.addr, args, ret), cookie=link.cookies.get(f.addr, 0),
-                            session_is_return=True)
-            link.program.run(ctx, context=rc)
+                ctx = kprobe_regs(f.addr, args, full=False, ret=ret, sp=KSTACK_TOP)
+                rc = RunContext(tracing=FuncCall(f.addr, args, ret), cookie=link.cookies.get(f.addr, 0),
+                                session_is_return=True)
+                if link.session:
+                    rc.session_cookie = pending[link].base
+                link.program.run(ctx, context=rc)
+        finally:
+            for slot in pending.values():
+                self.vm.space.unmap(slot)
 
     # -- tracepoints -----------------------------------------------------------
 
