@@ -15,12 +15,12 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError, ParseError
 from ..isa.insn import decode
 from ..isa.opcodes import LDDW, CallKind, Class, Jmp, Pseudo
 from ..uapi import BtfKind, BtfVarLinkage, MapFlags, MapType
-from .btfext import BtfExt, parse_btf_ext
 from .sections import match_section
 from .spec import (
     CoreRelo,
@@ -36,6 +36,9 @@ from .spec import (
     Relocation,
     RelocKind,
 )
+
+if TYPE_CHECKING:
+    from ..btf.ext import BtfExt
 
 __all__ = ["load_object"]
 
@@ -270,11 +273,13 @@ class _Loader:
                     var.linkage = BtfVarLinkage.STATIC
             t.vars.sort(key=lambda v: v.offset)
 
-    def _load_btf_ext(self) -> BtfExt:
+    def _load_btf_ext(self) -> BtfExt | None:
         sec = self.by_name.get(".BTF.ext")
         if sec is None or self.btf is None:
-            return BtfExt()
-        return parse_btf_ext(sec.data, self.btf.string, f"{self.source}: .BTF.ext")
+            return None
+        from ..btf.ext import BtfExt
+
+        return BtfExt.parse(sec.data, self.btf, f"{self.source}: .BTF.ext")
 
     # -- relocations ------------------------------------------------------
 
@@ -773,19 +778,21 @@ class _Loader:
                 raise self.err(f".BTF.ext {what} of {sec!r} points into the middle of an lddw")
             return index_of[slot]
 
-        for off, tid in self.ext.func_info.get(sec, ()):
-            if lo <= off < hi:
-                prog.func_info.append(FuncInfo(idx(off, "func_info"), tid))
-        for off, file_off, line_off, line_col in self.ext.line_info.get(sec, ()):
-            if lo <= off < hi:
-                prog.line_info.append(LineInfo(idx(off, "line_info"), file_off, line_off, line_col >> 10,
-                                               line_col & 0x3FF, self.btf.string(file_off), self.btf.string(line_off)))
-        for off, tid, acc_off, kind in self.ext.core_relos.get(sec, ()):
-            if lo <= off < hi:
-                if kind not in CoreReloKind._value2member_map_:
-                    raise self.err(f".BTF.ext CO-RE relocation of {sec!r} has unknown kind {kind}")
-                prog.core_relos.append(CoreRelo(idx(off, "CO-RE relocation"), tid, self.btf.string(acc_off),
-                                                CoreReloKind(kind)))
+        if self.ext is None:
+            return
+        for fi in self.ext.func_info.get(sec, ()):
+            if lo <= fi.insn_off < hi:
+                prog.func_info.append(FuncInfo(idx(fi.insn_off, "func_info"), fi.type_id))
+        for li in self.ext.line_info.get(sec, ()):
+            if lo <= li.insn_off < hi:
+                prog.line_info.append(LineInfo(idx(li.insn_off, "line_info"), li.file_name_off, li.line_off,
+                                               li.line_num, li.col, li.file_name, li.line))
+        for cr in self.ext.core_relos.get(sec, ()):
+            if lo <= cr.insn_off < hi:
+                # the parser rejected unknown kinds; obj keeps its own enum so
+                # that it imports without bpfmux.btf
+                prog.core_relos.append(CoreRelo(idx(cr.insn_off, "CO-RE relocation"), cr.type_id, cr.access_str,
+                                                CoreReloKind(int(cr.kind))))
 
 
 def _patch_imm(code: bytearray, slot: int, imm: int) -> None:
