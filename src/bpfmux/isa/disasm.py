@@ -210,21 +210,6 @@ def disassemble(
 
 # --------------------------------------------------------------------------- kernel style
 
-_K_ALU = {
-    Alu.ADD: "+=",
-    Alu.SUB: "-=",
-    Alu.MUL: "*=",
-    Alu.DIV: "/=",
-    Alu.OR: "|=",
-    Alu.AND: "&=",
-    Alu.LSH: "<<=",
-    Alu.RSH: ">>=",
-    Alu.MOD: "%=",
-    Alu.XOR: "^=",
-    Alu.MOV: "=",
-    Alu.ARSH: "s>>=",
-}
-
 
 def format_kernel(insn: Insn) -> str:
     """One instruction in the kernel verifier log's style, e.g. ``(b7) r0 = 0``.
@@ -249,25 +234,7 @@ def format_kernel(insn: Insn) -> str:
     cls = op & 0x07
     d, s = insn.dst, insn.src
     if cls in (Class.ALU, Class.ALU64):
-        wide = cls == Class.ALU64
-        p = "r" if wide else "w"
-        aop = op & 0xF0
-        x = op & Source.X
-        if aop == Alu.END:
-            kind = "bswap" if wide else ("be" if x else "le")
-            return f"{code} r{d} = {kind}{insn.imm} r{d}"
-        if aop == Alu.NEG:
-            return f"{code} {p}{d} = -{p}{d}"
-        if aop == Alu.MOV and x and insn.off:
-            if wide and insn.off == ADDR_SPACE_CAST:
-                imm = insn.imm & 0xFFFFFFFF
-                return f"{code} r{d} = addr_space_cast(r{s}, {imm >> 16}, {imm & 0xFFFF})"
-            return f"{code} {p}{d} = (s{insn.off}){p}{s}"
-        sym = _K_ALU[Alu(aop)]
-        if insn.off == 1 and aop in (Alu.DIV, Alu.MOD):
-            sym = "s" + sym
-        rhs = f"{p}{s}" if x else str(insn.imm)
-        return f"{code} {p}{d} {sym} {rhs}"
+        return f"{code} {_alu(insn)}"  # the kernel prints ALU ops as LLVM does
     if cls in (Class.JMP, Class.JMP32):
         jop = op & 0xF0
         if jop == Jmp.JA:
