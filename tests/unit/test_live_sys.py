@@ -78,6 +78,25 @@ def test_fd_context_manager_and_detach() -> None:
     os.close(r)
 
 
+def test_fd_close_on_error_closes_only_when_the_body_raises() -> None:
+    r, w = os.pipe()
+    os.close(w)
+    with s.Fd(r, "pipe") as kept:
+        with kept.close_on_error() as got:
+            assert got is kept
+        assert not kept.closed
+        os.fstat(r)  # still open: the body succeeded
+    for exc in (ValueError("bad"), KeyboardInterrupt()):
+        r, w = os.pipe()
+        os.close(r)
+        fd = s.Fd(w, "pipe")
+        with pytest.raises(type(exc)), fd.close_on_error():
+            raise exc
+        assert fd.closed
+        with pytest.raises(OSError):
+            os.fstat(w)
+
+
 def test_fd_dropped_unclosed_is_closed_with_a_warning() -> None:
     r, w = os.pipe()
     os.close(w)

@@ -294,12 +294,8 @@ class LiveKernel:
             finally:
                 if inner_fd is not None:
                     inner_fd.close()
-            try:
-                m = self._wrap(fd, ms, spec)
-            except BaseException:
-                fd.close()
-                raise
-            coll.maps[ms.name] = m
+            with fd.close_on_error():
+                coll.maps[ms.name] = self._wrap(fd, ms, spec)
             value = ms.value
             if ms.section == ".kconfig" or ms.name == ".kconfig":
                 values: dict[str, object] = dict(kernel_config())

@@ -828,11 +828,8 @@ def create(map_type: MapType | int, key_size: int, value_size: int, max_entries:
             if not features().map_type(known).supported:
                 raise NotSupportedError(f"map type {known.name.lower()}") from err
         raise
-    try:
+    with fd.close_on_error():
         return wrap(fd, name=name or None, btf=btf, key_type_id=key_type_id, value_type_id=value_type_id)
-    except BaseException:
-        fd.close()
-        raise
 
 
 def from_id(map_id: int) -> LiveMap:
@@ -841,11 +838,8 @@ def from_id(map_id: int) -> LiveMap:
     :raises BpfError: ``ENOENT`` no such map.
     """
     fd = _sys.get_fd_by_id(_sys.ObjKind.MAP, map_id)
-    try:
+    with fd.close_on_error():
         return wrap(fd)
-    except BaseException:
-        fd.close()
-        raise
 
 
 def from_pin(path: str) -> LiveMap:
@@ -854,8 +848,5 @@ def from_pin(path: str) -> LiveMap:
     :raises BpfError: ``ENOENT`` nothing pinned there.
     """
     fd = _sys.obj_get(path, kind="map")
-    try:
+    with fd.close_on_error():
         return wrap(fd)
-    except BaseException:
-        fd.close()
-        raise

@@ -113,11 +113,8 @@ class PerfBuffer:
                                           sample_type=_sys.PerfSample.RAW, sample_period=1,
                                           wakeup_events=max(1, wakeup_events))
                 efd = _sys.perf_event_open(attr, pid=-1, cpu=cpu)
-                try:
+                with efd.close_on_error():
                     ring = _CpuRing(cpu, efd, pages)
-                except BaseException:
-                    efd.close()
-                    raise
                 self._rings[efd.fd] = ring
                 _sys.map_update_elem(fd, cpu.to_bytes(4, "little"), efd.fd.to_bytes(4, "little"))
                 _sys.perf_event_enable(efd)

@@ -178,13 +178,10 @@ def load_insns(insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name
                         func_info=func_info, line_info=line_info, attach_btf_id=attach_btf_id,
                         attach_btf_obj_fd=attach_btf_obj_fd, log_level=log_level,
                         log_out=log if log_level else None)
-    try:
+    with fd.close_on_error():
         return LiveProgram(fd, name=name, prog_type=prog_type, section=section,
                            expected_attach_type=expected_attach_type, attach_target=attach_target, flags=flags,
                            spec=spec, log="".join(log))
-    except BaseException:
-        fd.close()
-        raise
 
 
 def from_id(prog_id: int) -> LiveProgram:
@@ -193,12 +190,9 @@ def from_id(prog_id: int) -> LiveProgram:
     :raises BpfError: ``ENOENT`` no such program.
     """
     fd = _sys.get_fd_by_id(_sys.ObjKind.PROG, prog_id)
-    try:
+    with fd.close_on_error():
         info = _sys.prog_info(fd)
         return LiveProgram(fd, name=info.name.decode(errors="replace"), prog_type=info.type)
-    except BaseException:
-        fd.close()
-        raise
 
 
 __all__ = ["BpfError", "LiveProgram", "from_id", "load_insns", "pack_func_info", "pack_line_info"]

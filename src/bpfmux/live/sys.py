@@ -21,13 +21,14 @@ Tests can replace the raw system calls (``_raw_bpf``, ``_raw_perf_event_open``,
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import errno as _errno
 import os
 import platform
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +172,21 @@ class Fd:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextlib.contextmanager
+    def close_on_error(self) -> Iterator[Fd]:
+        """Keep the descriptor open only if the ``with`` body succeeds: on any
+        exception (Ctrl-C included) it is closed and the exception goes on.
+        For handing a new descriptor to the object that will own it::
+
+            with fd.close_on_error():
+                return LiveMap(fd, info)
+        """
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
 
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
