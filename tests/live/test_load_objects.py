@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
+import warnings
 
 import pytest
 
@@ -73,6 +75,31 @@ def test_maps_object_types_and_static_inner_maps(kernel: LiveKernel) -> None:
         assert os.path.exists(pin)
         with kernel.load(obj("maps")) as again:  # reused, contents kept
             assert again.maps["hash_map"][5] == 6
+    finally:
+        os.unlink(pin)
+
+
+def test_failed_load_reusing_a_pinned_map_closes_its_fd(kernel: LiveKernel, monkeypatch) -> None:
+    kernel.load(obj("maps")).close()  # pins hash_map
+    pin = os.path.join(kernel.pin_root, "hash_map")
+    real_wrap = maps.wrap
+
+    def wrap(fd, **kw):
+        if kw.get("name") == "hash_map":
+            raise RuntimeError("wrap failed")
+        return real_wrap(fd, **kw)
+
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        monkeypatch.setattr(maps, "wrap", wrap)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(RuntimeError, match="wrap failed"):
+                kernel.load(obj("maps"))
+            gc.collect()
+        # closed by the loader, not left to Fd's finalizer (which warns)
+        assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+        assert len(os.listdir("/proc/self/fd")) == before
     finally:
         os.unlink(pin)
 

@@ -280,11 +280,11 @@ class LiveKernel:
             pin_path = os.path.join(self.pin_root, ms.name) if ms.pinning == PinType.BY_NAME else None
             if pin_path and os.path.exists(pin_path):
                 fd = _sys.obj_get(pin_path, kind="map")
-                info = _sys.map_info(fd)
-                if (info.type, info.key_size, info.value_size) != (int(ms.type), ms.key_size, ms.value_size):
-                    fd.close()
-                    raise BpfError(17, f"map {ms.name!r}: a different map is pinned at {pin_path}; remove it")
-                coll.maps[ms.name] = self._wrap(fd, ms, spec)
+                with fd.close_on_error():
+                    info = _sys.map_info(fd)
+                    if (info.type, info.key_size, info.value_size) != (int(ms.type), ms.key_size, ms.value_size):
+                        raise BpfError(17, f"map {ms.name!r}: a different map is pinned at {pin_path}; remove it")
+                    coll.maps[ms.name] = self._wrap(fd, ms, spec)
                 continue
             inner_fd = None
             if ms.inner is not None:
