@@ -17,11 +17,11 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any
 
-from ...api import MultiLink
 from ...errors import BpfError, NotSupportedError
 from .. import perf as _perf
 from .. import sys as _sys
 from ._base import FdLink, close_all, prog_fd
+from .multi import GroupLink
 
 __all__ = ["PerfEventLink", "PerfSamplingLink", "attach_perf_event", "attach_sampling"]
 
@@ -107,37 +107,16 @@ def _link_or_type_error(pfd: int, event: _perf.PerfEvent, err: BpfError) -> None
     raise NotSupportedError("bpf_cookie", f"BPF cookies need perf-event links (Linux 5.15+): {err}")
 
 
-class PerfSamplingLink(MultiLink):
-    """A ``perf_event`` program on a sampling event, one perf event per CPU.
+class PerfSamplingLink(GroupLink):
+    """A ``perf_event`` program on a sampling event, one perf event per CPU
+    (a :class:`~bpfmux.live.links.multi.GroupLink` of them, closed together).
 
     :ivar links: the per-CPU :class:`PerfEventLink`\\ s.
     """
 
-    kind = "perf_event"
-    mechanism = "perf_event"
-
     def __init__(self, program: Any, links: list[PerfEventLink], name: str) -> None:
-        self._program = program
-        self.links = links
-        self.targets = tuple(f"{name}@cpu{link.event.cpu}" for link in links)
-        self._closed = False
-
-    @property
-    def program(self) -> Any:
-        """The attached program."""
-        return self._program
-
-    @property
-    def closed(self) -> bool:
-        """True once closed."""
-        return self._closed
-
-    def close(self) -> None:
-        """Detach from every CPU; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        close_all(self.links)
+        super().__init__(program, links, [f"{name}@cpu{link.event.cpu}" for link in links],
+                         mechanism="perf_event", kind="perf_event")
 
     def __repr__(self) -> str:
         return f"<PerfSamplingLink {len(self.links)} CPUs {'closed' if self._closed else 'open'}>"
