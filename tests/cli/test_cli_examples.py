@@ -90,3 +90,16 @@ def test_example_objects_are_fresh(tmp_path):
     subprocess.run(["bash", str(work / "build.sh")], check=True, timeout=120)
     for src in (EX / "objects").glob("*.bpf.o"):
         assert (work / "objects" / src.name).read_bytes() == src.read_bytes(), src.name
+
+
+def test_run_perf_buffer_events_decoded():
+    import json
+
+    out = run("run", "examples/objects/getpid_perf.bpf.o", "--pid-var", "target_tgid", "--json", "-c",
+              workload("getpid.py", 4))
+    recs = [json.loads(line) for line in out.splitlines()]
+    samples = [r for r in recs if r.get("map") == "samples" and "event" in r]
+    assert [s["event"]["seq"] for s in sorted(samples, key=lambda s: s["event"]["seq"])] == [0, 1, 2, 3]
+    assert all(s["event"]["cpu"] == s["cpu"] for s in samples)  # the sample came through its CPU's ring
+    bss = next(r for r in recs if r.get("map") == ".bss")
+    assert dict(bss["items"])["samples_sent"] == 4

@@ -115,7 +115,10 @@ def _event_codec(spec: Any, size: int, wanted: str | None) -> Any:
             return codec(btf, btf.find(wanted, "struct"))
         except KeyError:
             raise CliError(f"--event-type {wanted}: the object's BTF has no struct {wanted!r}") from None
-    matches = [t for t in btf.own_types() if type(t).__name__ == "Struct" and t.name and t.size == size]
+    structs = [t for t in btf.own_types() if type(t).__name__ == "Struct" and t.name]
+    matches = [t for t in structs if t.size == size]
+    if not matches:  # perf buffer samples are padded to 8 bytes with their u32 size field
+        matches = [t for t in structs if size - 8 < t.size < size]
     return codec(btf, matches[0]) if len(matches) == 1 else None
 
 
