@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
-from .errors import NotFoundError, ParseError
+from .errors import BpfmuxError, NotFoundError, ParseError
 
 _INT_FMT = {(1, False): "<B", (2, False): "<H", (4, False): "<I", (8, False): "<Q",
             (1, True): "<b", (2, True): "<h", (4, True): "<i", (8, True): "<q"}
@@ -144,29 +144,22 @@ class BtfCodec:
         return f"BtfCodec({self.type!r})"
 
 
-def _compiled_codec(btf: Any, type_id: int) -> Any:
-    """The compiled :func:`bpfmux.btf.codec.codec` for a type, or None when
-    that module is not available."""
-    try:
-        from .btf import codec as btf_codec
-    except ImportError:
-        return None
-    make = getattr(btf_codec, "codec", None)
-    return make(btf, btf[type_id]) if make is not None else None
-
-
 def codec_for(btf: Any, type_id: int, size: int) -> Codec:
     """The codec for a value of BTF type ``type_id`` (``size`` bytes); raw
-    bytes when there is no BTF or the type does not match the size.
+    bytes when there is no BTF, the type is unknown or has no values, or its
+    size is not ``size``.
 
     :raises ParseError: never for a missing type: it falls back to raw bytes.
     """
     if btf is None or not type_id:
         return RawCodec(size)
+    from .btf import codec as btf_codec
+    from .btf.layout import TypeKindError
+
     try:
         t = btf.resolve(type_id)
         tsize = btf.sizeof(t)
-    except Exception:  # unusable BTF for this type: stay raw
+    except (BpfmuxError, TypeKindError):  # unknown id, reference loop, or a type without size: stay raw
         return RawCodec(size)
     if tsize != size:
         return RawCodec(size)
@@ -177,10 +170,8 @@ def codec_for(btf: Any, type_id: int, size: int) -> Codec:
             return IntCodec(size, False)
         return IntCodec(size, signed)
     try:
-        impl = _compiled_codec(btf, type_id)
-    except Exception:  # a type the BTF codec cannot handle: stay raw
-        impl = None
-    if impl is None:
+        impl = btf_codec.codec(btf, btf[type_id])
+    except (BpfmuxError, TypeKindError):  # a type the BTF codec cannot decode: stay raw
         return RawCodec(size)
     return BtfCodec(btf[type_id], size, impl)
 
