@@ -230,7 +230,7 @@ class LiveKernel:
         if spec.btf is None:
             return
         from ..btf import writer
-        from ..btf.sanitize import KernelFeatures, sanitize
+        from ..btf.sanitize import sanitize
 
         try:
             feats = _btf_features()
@@ -238,9 +238,6 @@ class LiveKernel:
             coll.btf_fd = _sys.btf_load(raw)
         except BpfError as err:
             coll.warnings.append(f"object BTF refused by the kernel ({err}); loading without BTF")
-        except (ImportError, AttributeError) as err:  # pragma: no cover - BTF writer missing
-            coll.warnings.append(f"cannot write object BTF ({err}); loading without BTF")
-        del KernelFeatures
 
     def _create_map(self, ms: Any, coll: LiveCollection, *, inner_fd: _sys.Fd | None = None) -> _sys.Fd:
         max_entries = ms.max_entries
