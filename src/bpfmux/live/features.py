@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BpfError, NotSupportedError
+from ..errors import BpfError, BpfmuxError, NotSupportedError
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
@@ -142,13 +142,14 @@ _TRACE_TARGET = {
 
 @functools.cache
 def _vmlinux_id(name: str) -> int:
-    try:
-        from ..btf import Btf
+    from ..btf import Btf
 
-        kind = "typedef" if name.startswith("btf_trace_") else "func"
-        return Btf.vmlinux().find_ids(name, kind)[0]
-    except Exception:  # no BTF or no such type: probes that need it report unsupported
+    kind = "typedef" if name.startswith("btf_trace_") else "func"
+    try:
+        ids = Btf.vmlinux().find_ids(name, kind)
+    except (OSError, BpfmuxError):  # no kernel BTF (or unreadable): probes that need it report unsupported
         return 0
+    return ids[0] if ids else 0  # no such type: likewise
 
 
 def _tiny_btf() -> bytes:
