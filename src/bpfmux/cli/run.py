@@ -202,12 +202,12 @@ def _run(args: argparse.Namespace) -> int:
             if child is not None:
                 child.abandon()
             raise
-        print(f"bpfmux: {len(links)} program{'s' * (len(links) != 1)} attached from {args.object}; "
-              + (f"running {' '.join(child.argv)}" if child else "Ctrl-C to stop"), file=sys.stderr, flush=True)
-        if child is not None:
-            child.release()
         deadline = time.monotonic() + args.duration if args.duration is not None else None
-        try:
+        try:  # from here on Ctrl-C means "stop and show what was collected"
+            print(f"bpfmux: {len(links)} program{'s' * (len(links) != 1)} attached from {args.object}; "
+                  + (f"running {' '.join(child.argv)}" if child else "Ctrl-C to stop"), file=sys.stderr, flush=True)
+            if child is not None:
+                child.release()
             while True:
                 if child is not None and child.poll() is not None:
                     break

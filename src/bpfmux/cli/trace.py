@@ -145,11 +145,14 @@ def _run(args: argparse.Namespace) -> int:
                 for line in tracer.mechanisms:
                     print(f"bpfmux: {line}", file=sys.stderr)
             how = f"running {' '.join(child.argv)}" if child is not None else "Ctrl-C to stop"
-            print(f"bpfmux: tracing {nprobes} probe{'s' * (nprobes != 1)} "
-                  f"(attached in {tracer.attach_seconds * 1000:.0f} ms); {how}", file=sys.stderr, flush=True)  # fmt: skip
-            if child is not None:
-                child.release()
-            return _loop(args, tracer, child)
+
+            def announce() -> None:
+                print(f"bpfmux: tracing {nprobes} probe{'s' * (nprobes != 1)} "
+                      f"(attached in {tracer.attach_seconds * 1000:.0f} ms); {how}", file=sys.stderr, flush=True)  # fmt: skip
+                if child is not None:
+                    child.release()
+
+            return _loop(args, tracer, child, announce)
     finally:
         signal.signal(signal.SIGTERM, old_term)
 
@@ -158,7 +161,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _loop(args: argparse.Namespace, tracer: Any, child: Any) -> int:
+def _loop(args: argparse.Namespace, tracer: Any, child: Any, announce: Any) -> int:
     tty = sys.stdout.isatty() and not args.json and not args.plain
     interval = args.interval if args.interval is not None else (1.0 if tty else None)
     deadline = time.monotonic() + args.duration if args.duration is not None else None
@@ -207,14 +210,15 @@ def _loop(args: argparse.Namespace, tracer: Any, child: Any) -> int:
                 step = min(step, max(0.0, deadline - now))
             time.sleep(max(step, 0.001))
 
+    live = None
     try:
-        if args.mode == "args":
-            _stream_args(args, tracer, finished)
-            return 0
-        live = None
-        if tty:
-            live = _LiveView(args, tracer)
-        try:
+        try:  # Ctrl-C from the moment the probes are announced means "stop and print the results"
+            announce()
+            if args.mode == "args":
+                _stream_args(args, tracer, finished)
+                return 0
+            if tty:
+                live = _LiveView(args, tracer)
             while not finished():
                 wait(interval)
                 snap = tracer.snapshot()
@@ -224,7 +228,9 @@ def _loop(args: argparse.Namespace, tracer: Any, child: Any) -> int:
                     _print_results(args, tracer, snap, state["prev"], periodic=True)
                 state["prev"] = snap
         except KeyboardInterrupt:
-            pass
+            if args.mode == "args":
+                _stream_args(args, tracer, lambda: True)  # print what is already in the ring buffer
+                return 0
         finally:
             if live is not None:
                 live.stop()
