@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``bpfmux emulate``."""
     from ..emu.kernel import Emulator
     from ..emu.replay import apply, parse_calls, parse_workload
-    from ..errors import NotSupportedError
+    from ..errors import BpfmuxError, NotSupportedError
     from ..uapi import ProgType
 
     btf: Any = None if args.btf == "none" else args.btf
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 attached.append(prog.attach())
             except NotSupportedError as err:
                 skipped[name] = str(err)
-            except Exception as err:  # one program that cannot attach must not hide the others
+            except BpfmuxError as err:  # one program that cannot attach must not hide the others
                 if prog.prog_type == ProgType.PERF_EVENT:
                     skipped[name] = "perf_event programs need a perf event (use the Python API)"
                 else:
@@ -118,11 +118,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dump(m: Any) -> Any:
+    from ..errors import BpfmuxError
+
     try:
         if hasattr(m, "variables"):
             return dict(m.items()) if m.variables else {"raw": m.raw().hex()}
         return {_key(k): v for k, v in m.items()}
-    except Exception as err:  # a map type without iteration (ringbuf, perf array): say so
+    except BpfmuxError as err:  # a map type without lookup from user space: say so
         return {"unreadable": str(err)}
 
 
