@@ -136,9 +136,9 @@ def test_maps_object_loads(sysmod) -> None:
 @pytest.mark.skipif(not os.path.exists("/sys/kernel/btf/vmlinux"), reason="the kernel has no BTF (/sys/kernel/btf/vmlinux)")
 def test_core_object_relocations_against_kernel(sysmod) -> None:
     """CO-RE through bpfmux.btf.core must give what the kernel's own layout says."""
-    core = pytest.importorskip("bpfmux.btf.core", reason="bpfmux.btf.core (CO-RE resolution) has not landed yet")
+    from bpfmux.btf import Btf, core
+
     assert hasattr(core, "resolve")
-    from bpfmux.btf import Btf
 
     vm = Btf.vmlinux()
     spec = load_object(BPF / "core.bpf.o")
@@ -176,7 +176,6 @@ def test_core_object_relocations_against_kernel(sysmod) -> None:
 def test_core_matches_libbpf(sysmod, tmp_path) -> None:
     """Oracle: libbpf (through bpftool) loads core.bpf.o; the kernel's translated
     instructions at every CO-RE site must equal what we produce."""
-    pytest.importorskip("bpfmux.btf.core", reason="bpfmux.btf.core (CO-RE resolution) has not landed yet")
     from bpfmux.btf import Btf
 
     pin = f"/sys/fs/bpf/bpfmux_obj_core_{os.getpid()}"
