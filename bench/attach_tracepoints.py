@@ -31,9 +31,7 @@ Needs root, bpftrace, GNU find. Usage: ``python3 bench/attach_tracepoints.py``.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -41,9 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import comm_words, missing_root_or_bpftrace, run_bpftrace, run_ours_child, workload_copy, write_result
+
 NAME = "attach_tracepoints"
 COMM = "bpfmuxwl"
-RESULTS = Path(__file__).resolve().parent / "results"
 UNISTD = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 #: syscalls whose tracepoint carries the kernel function's name, not the __NR_ name
 TP_RENAMES = {"stat": "newstat", "fstat": "newfstat", "lstat": "newlstat", "uname": "newuname",
@@ -52,9 +51,7 @@ MAX_NR = 1024
 
 
 def make_workload(tmp: Path) -> list[str]:
-    exe = tmp / COMM
-    shutil.copy2(shutil.which("find") or "/usr/bin/find", exe)
-    return [str(exe), "/usr/include", "-type", "f"]
+    return [str(workload_copy("find", tmp, COMM)), "/usr/include", "-type", "f"]
 
 
 def syscall_names() -> dict[int, str]:
@@ -65,10 +62,6 @@ def syscall_names() -> dict[int, str]:
         if m:
             out[int(m.group(2))] = TP_RENAMES.get(m.group(1), m.group(1))
     return out
-
-
-def comm_words(comm: str) -> tuple[int, int]:
-    return struct.unpack("<QQ", comm.encode().ljust(16, b"\0"))
 
 
 def build_program(map_fd: int, *, raw: bool) -> bytes:
@@ -170,29 +163,9 @@ def ours_perf_event_variant(workload: list[str]) -> dict:
     }  # fmt: skip
 
 
-def run_ours(workload: list[str]) -> tuple[float, dict]:
-    t = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--ours-child", *workload], capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if proc.returncode:
-        raise SystemExit(f"bpfmux run failed:\n{proc.stderr}")
-    return wall, json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def run_peer(workload: list[str]) -> tuple[float, dict[str, int], int]:
     prog = f'tracepoint:syscalls:sys_enter_* /comm == "{COMM}"/ {{ @[probe] = count(); }}'
-    t = time.perf_counter()
-    proc = subprocess.run(["bpftrace", "-e", prog, "-c", " ".join(workload)], capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if proc.returncode:
-        raise SystemExit(f"bpftrace failed:\n{proc.stderr}")
-    m = re.search(r"Attaching (\d+) probes", proc.stdout + proc.stderr)
-    counts = {}
-    for line in proc.stdout.splitlines():
-        hit = re.match(r"@\[tracepoint:syscalls:(sys_enter_\w+)\]: (\d+)$", line.strip())
-        if hit:
-            counts[hit.group(1)] = int(hit.group(2))
-    return wall, counts, int(m.group(1)) if m else -1
+    return run_bpftrace(prog, workload, r"@\[tracepoint:syscalls:(sys_enter_\w+)\]: (\d+)$")
 
 
 def compare(a: dict[str, int], b: dict[str, int]) -> dict[str, tuple[int, int]]:
@@ -200,15 +173,13 @@ def compare(a: dict[str, int], b: dict[str, int]) -> dict[str, tuple[int, int]]:
 
 
 def main() -> int:
-    if os.geteuid() != 0:
-        print("needs root", file=sys.stderr)
-        return 2
-    if shutil.which("bpftrace") is None:
-        print("needs bpftrace", file=sys.stderr)
+    missing = missing_root_or_bpftrace()
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bpfmux-bench-") as tmp:
         workload = make_workload(Path(tmp))
-        ours_wall, ours = run_ours(workload)
+        ours_wall, ours = run_ours_child(__file__, workload)
         peer_wall, peer_counts, peer_probes = run_peer(workload)
         variant = ours_perf_event_variant(workload)
     diffs = compare(ours["counts"], peer_counts)
@@ -229,8 +200,7 @@ def main() -> int:
                    "syscalls": len(ours["counts"]), "identical": identical, "differences": diffs,
                    "per_tracepoint": ours["counts"]},  # fmt: skip
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(NAME, result)
     ph = ", ".join(f"{k}={v * 1000:.0f}ms" for k, v in ours["phases_s"].items())
     print(f"bpfmux: 1 raw tracepoint link on sys_enter, phases {ph}")
     print(f"bpftrace: {peer_probes} probes")

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -37,10 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import comm_words, missing_root_or_bpftrace, run_bpftrace, run_ours_child, workload_copy, write_result
+
 NAME = "attach_uprobes"
 COMM = "bpfmuxwl"
 GLOB = "str*"
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 WORK_ARGS = ["-l", "--time-style=long-iso", "/usr/include"]
@@ -48,14 +47,7 @@ WORK_ARGS = ["-l", "--time-style=long-iso", "/usr/include"]
 
 def make_workload(tmp: Path) -> list[str]:
     """argv of the workload: a copy of ``ls`` whose command name is COMM."""
-    exe = tmp / COMM
-    shutil.copy2(shutil.which("ls") or "/usr/bin/ls", exe)
-    return [str(exe), *WORK_ARGS]
-
-
-def comm_words(comm: str) -> tuple[int, int]:
-    raw = comm.encode().ljust(16, b"\0")
-    return struct.unpack("<QQ", raw)
+    return [str(workload_copy("ls", tmp, COMM)), *WORK_ARGS]
 
 
 def build_program(map_fd: int) -> bytes:
@@ -123,37 +115,15 @@ def ours_child(workload: list[str]) -> None:
     }))  # fmt: skip
 
 
-def run_ours(workload: list[str]) -> tuple[float, dict]:
-    t = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--ours-child", *workload], capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if proc.returncode:
-        raise SystemExit(f"bpfmux run failed:\n{proc.stderr}")
-    return wall, json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def run_peer(workload: list[str], libc: str) -> tuple[float, dict[str, int], int]:
     prog = f'uprobe:{libc}:{GLOB} /comm == "{COMM}"/ {{ @[probe] = count(); }}'
-    t = time.perf_counter()
-    proc = subprocess.run(["bpftrace", "-e", prog, "-c", " ".join(workload)], capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if proc.returncode:
-        raise SystemExit(f"bpftrace failed:\n{proc.stderr}")
-    m = re.search(r"Attaching (\d+) probes", proc.stdout + proc.stderr)
-    counts = {}
-    for line in proc.stdout.splitlines():
-        hit = re.match(r"@\[uprobe:[^\]]*:([^:\]]+)\]: (\d+)$", line.strip())
-        if hit:
-            counts[hit.group(1)] = int(hit.group(2))
-    return wall, counts, int(m.group(1)) if m else -1
+    return run_bpftrace(prog, workload, r"@\[uprobe:[^\]]*:([^:\]]+)\]: (\d+)$")
 
 
 def main() -> int:
-    if os.geteuid() != 0:
-        print("needs root", file=sys.stderr)
-        return 2
-    if shutil.which("bpftrace") is None:
-        print("needs bpftrace", file=sys.stderr)
+    missing = missing_root_or_bpftrace()
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     os.environ["LC_ALL"] = "C"  # the workload's locale, under both tools
     from bpfmux.live.symbols import resolve_binary
@@ -161,7 +131,7 @@ def main() -> int:
     libc = resolve_binary("libc.so.6")
     with tempfile.TemporaryDirectory(prefix="bpfmux-bench-") as tmp:
         workload = make_workload(Path(tmp))
-        ours_wall, ours = run_ours(workload)
+        ours_wall, ours = run_ours_child(__file__, workload)
         peer_wall, peer_counts, peer_probes = run_peer(workload, libc)
     ours_counts = ours["counts"]
     # bpftrace prints only probes that fired; a probed name missing there counted 0
@@ -181,8 +151,7 @@ def main() -> int:
                  "identical": not diffs and not only_peer, "differences": diffs,
                  "fired_only_under_peer": only_peer, "per_function": ours_counts},  # fmt: skip
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(NAME, result)
     print(f"bpfmux: {ours['locations']} locations ({ours['names']} names) via {ours['mechanism']}, "
           f"phases {', '.join(f'{k}={v * 1000:.0f}ms' for k, v in ours['phases_s'].items())}")  # fmt: skip
     print(f"bpftrace: {peer_probes} probes")

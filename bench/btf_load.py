@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from _common import write_result
 from bpfmux.btf import Btf
 from bpfmux.btf.types import Composite, Func
 
@@ -83,9 +84,7 @@ def main() -> int:
         "peer_does": "bpftool btf dump file /sys/kernel/btf/vmlinux format raw > /dev/null",
         "types": len(Btf.parse(Path(VMLINUX).read_bytes())) - 1,
     }
-    out = Path(__file__).resolve().parent / "results" / "btf_load.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("btf_load", result)
     print(json.dumps(result, indent=2))
     print(f"btf_load: ours={om:.1f}ms peer={pm:.1f}ms ratio={pm / om:.2f}")
     return 0

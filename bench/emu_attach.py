@@ -15,11 +15,10 @@ attach time of the ``clone`` policy (> 1: bpfmux is faster).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from pathlib import Path
 
+from _common import write_result
 from bpfmux.btf import Btf
 from bpfmux.emu.kernel import Emulator
 from bpfmux.isa.build import R0, Asm
@@ -89,11 +88,9 @@ def main() -> int:
         print(f"{policy:14} {r['attach_s']:9.3f} {r['detach_s']:9.3f} {r['images_built']:8d} "
               f"{r['image_bytes'] / 1024:10.1f} {r['site_patches']:8d} {r['grace_periods']:6d}")
     clone = results["clone"]
-    out = Path(__file__).resolve().parent / "results" / "emu_attach.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"functions": len(ids), "peer": {"attach_s": PEER_ATTACH_S, "detach_s": PEER_DETACH_S,
-                               "functions": PEER_FUNCS, "source": "kernel selftest (published)"},
-                               "ours": results}, indent=2))
+    write_result("emu_attach", {"functions": len(ids), "peer": {"attach_s": PEER_ATTACH_S, "detach_s": PEER_DETACH_S,
+                                "functions": PEER_FUNCS, "source": "kernel selftest (published)"},
+                                "ours": results})
     ok = clone["attach_s"] < 1.0 and clone["detach_s"] < 0.25
     print(f"clone policy within target (attach < 1 s, detach < 0.25 s): {'yes' if ok else 'NO'}")
     print(f"emu_attach: ours={clone['attach_s']:.3f}s peer={PEER_ATTACH_S:.3f}s "

@@ -16,11 +16,10 @@ function. The last line compares clone with filter at 10,000 functions
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from pathlib import Path
 
+from _common import write_result
 from bpfmux.emu.kernel import Emulator
 from bpfmux.emu.links import TracingLink
 from bpfmux.emu.trampoline import Attachment, ProgKind
@@ -82,9 +81,7 @@ def main() -> int:
         cells = " ".join(f"{results[p]['rows'][i]['us_plain']:16.2f} {results[p]['rows'][i]['us_own']:17.2f}"
                          for p in POLICIES)
         print(f"{k:8d} {cells}")
-    out = Path(__file__).resolve().parent / "results" / "emu_dispatch.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"functions": NFUNCS, "counts": COUNTS, "results": results}, indent=2))
+    write_result("emu_dispatch", {"functions": NFUNCS, "counts": COUNTS, "results": results})
     clone = results["clone"]["rows"][-1]["us_plain"]
     filt = results["filter"]["rows"][-1]["us_plain"]
     first = results["clone"]["rows"][0]["us_plain"]

@@ -22,7 +22,6 @@ Needs root, clang/cc and libbpf-dev. Usage: ``python3 bench/ringbuf.py [--second
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import write_result
 from bpfmux.isa.insn import Insn, encode
 from bpfmux.live import maps
 from bpfmux.live import sys as bsys
@@ -261,9 +261,7 @@ def main() -> int:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
     }
-    out = Path(__file__).resolve().parent / "results" / "ringbuf.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("ringbuf", result)
     print(f"ours (numpy batch): {ours['events_per_s']:,.0f} ev/s, drops {ours['drops']:,} of {ours['attempted']:,}")
     print(f"ours (per-record callback): {ours_cb['events_per_s']:,.0f} ev/s, drops {ours_cb['drops']:,} "
           f"of {ours_cb['attempted']:,}")
