@@ -10,7 +10,7 @@ milliseconds each), which exercise the same code per cycle.
 from __future__ import annotations
 
 import pytest
-from links_progs import Counters, bpftool_links_of_prog, counting_prog, open_fds
+from links_progs import bpftool_links_of_prog, counting_prog, open_fds
 
 from bpfmux.btf import Btf
 from bpfmux.errors import BpfError, NotFoundError
@@ -19,13 +19,6 @@ from bpfmux.uapi import AttachType, BtfKind, ProgType
 
 pytestmark = pytest.mark.usefixtures("root_required")
 LIBC = "libc.so.6"
-
-
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
 
 
 def _cycles(prog, attach, n: int, kernel_link: bool = True) -> None:

@@ -34,13 +34,6 @@ def _sleep_calls(n: int) -> None:
         time.sleep(0.0001)
 
 
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
-
-
 def _has_kprobe_pmu() -> bool:
     return os.path.exists("/sys/bus/event_source/devices/kprobe/type")
 

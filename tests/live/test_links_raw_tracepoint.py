@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from links_progs import Counters, counting_prog
+from links_progs import counting_prog
 
 from bpfmux.btf import Btf
 from bpfmux.errors import NotFoundError, NotSupportedError
@@ -14,13 +14,6 @@ from bpfmux.uapi import AttachType, BtfKind, LinkType, ProgType
 
 pytestmark = pytest.mark.usefixtures("root_required")
 NR_GETPPID = 110  # x86-64
-
-
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
 
 
 def test_raw_sys_enter_counts_one_syscall(counters):

@@ -6,7 +6,7 @@ import errno
 import os
 
 import pytest
-from links_progs import Counters, counting_prog, open_fds
+from links_progs import counting_prog, open_fds
 
 from bpfmux.errors import BpfError, NotFoundError, NotSupportedError
 from bpfmux.live import links
@@ -14,13 +14,6 @@ from bpfmux.uapi import LinkType, ProgType
 
 pytestmark = pytest.mark.usefixtures("root_required")
 TP = "syscalls:sys_enter_getppid"
-
-
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
 
 
 @pytest.mark.parametrize("via", [None, "link", "ioctl"])

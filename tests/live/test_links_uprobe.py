@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from links_progs import Counters, counting_prog
+from links_progs import counting_prog
 
 from bpfmux.errors import BpfError, NotFoundError, ParseError
 from bpfmux.live import links
@@ -19,13 +19,6 @@ from bpfmux.uapi import AttachType, LinkType, ProgType
 pytestmark = pytest.mark.usefixtures("root_required")
 LIBC = "libc.so.6"
 ME = os.getpid()
-
-
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
 
 
 @pytest.mark.parametrize("retprobe", [False, True])

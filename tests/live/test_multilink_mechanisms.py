@@ -7,7 +7,7 @@ import math
 import os
 
 import pytest
-from links_progs import Counters, bpftool_links_of_prog, counting_prog, open_fds
+from links_progs import bpftool_links_of_prog, counting_prog, open_fds
 
 from bpfmux.errors import NotFoundError, NotSupportedError
 from bpfmux.live import links
@@ -16,13 +16,6 @@ from bpfmux.uapi import AttachType, ProgType
 pytestmark = pytest.mark.usefixtures("root_required")
 ME = os.getpid()
 LIBC, LIBM = "libc.so.6", "libm.so.6"
-
-
-@pytest.fixture
-def counters():
-    c = Counters()
-    yield c
-    c.close()
 
 
 def test_raw_tracepoints(counters):
