@@ -65,7 +65,10 @@ class RawCodec:
 
 
 class IntCodec:
-    """A little-endian integer of 1, 2, 4 or 8 bytes."""
+    """A little-endian integer of 1, 2, 4 or 8 bytes.
+
+    :raises ParseError: another size.
+    """
 
     __slots__ = ("size", "signed", "_s")
 

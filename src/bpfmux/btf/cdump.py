@@ -105,7 +105,11 @@ class CDumper:
 
     # ------------------------------------------------------ declarators
     def decl(self, type_id: int, inner: str = "", indent: int = 0) -> str:
-        """A C declarator of ``inner`` (a name, or ``""``) with type ``type_id``."""
+        """A C declarator of ``inner`` (a name, or ``""``) with type ``type_id``.
+
+        :raises TypeKindError: the type nests more than 256 levels deep (a reference loop).
+        :raises NotFoundError: an unknown type id.
+        """
         btf = self.btf
         for _ in range(256):
             t = btf[type_id]

@@ -56,7 +56,10 @@ class EmulatedProgram(api.Program):
     # -- lifetime -------------------------------------------------------------
 
     def hold(self) -> None:
-        """An owner (perf event, link) takes a reference."""
+        """An owner (perf event, link) takes a reference.
+
+        :raises BpfmuxError: the program was already freed.
+        """
         if not self._refs:
             raise BpfmuxError(f"program {self.name!r} was freed")
         self._refs += 1

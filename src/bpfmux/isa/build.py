@@ -589,13 +589,19 @@ class Asm:
         return self.raw(Insn(LDDW, d, Pseudo.FUNC, 0, imm))
 
     def ld_abs(self, size: int, offset: int) -> Asm:
-        """Legacy ``r0 = ntoh(*(size *)(skb->data + offset))`` (socket filters only; r6 = skb)."""
+        """Legacy ``r0 = ntoh(*(size *)(skb->data + offset))`` (socket filters only; r6 = skb).
+
+        :raises ParseError: ``size`` is not 1, 2 or 4, or ``offset`` does not fit 32 bits.
+        """
         if size == 8:
             raise ParseError("ld_abs: size must be 1, 2 or 4")
         return self.raw(Insn(Class.LD | Mode.ABS | _size(size, "ld_abs"), 0, 0, 0, _imm32(offset, "ld_abs")))
 
     def ld_ind(self, size: int, src: Reg, offset: int) -> Asm:
-        """Legacy ``r0 = ntoh(*(size *)(skb->data + src + offset))`` (socket filters only)."""
+        """Legacy ``r0 = ntoh(*(size *)(skb->data + src + offset))`` (socket filters only).
+
+        :raises ParseError: ``size`` is not 1, 2 or 4, a bad register, or ``offset`` does not fit 32 bits.
+        """
         if size == 8:
             raise ParseError("ld_ind: size must be 1, 2 or 4")
         op = Class.LD | Mode.IND | _size(size, "ld_ind")

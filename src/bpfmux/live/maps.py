@@ -151,6 +151,12 @@ class LiveMap(api.Map):
         return bytes(out) if _sys.map_lookup_elem(self.fd, self._k(key), out) else None
 
     def __getitem__(self, key: Any) -> Any:
+        """The decoded value at ``key``.
+
+        :raises NotFoundError: no such key.
+        :raises ParseError: the key does not fit the map's key type.
+        :raises BpfError: the kernel's error.
+        """
         out = bytearray(self._value_stride)
         if not _sys.map_lookup_elem(self.fd, self._k(key), out):
             raise self._missing(key)
@@ -724,6 +730,12 @@ class DataSecMap(ArrayMap):
         return codec.decode(self.raw()[off:off + size])
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        """Write variable ``key`` (or the whole section at index 0).
+
+        :raises NotFoundError: no such variable.
+        :raises ParseError: the value does not fit the variable's type.
+        :raises PermissionError: the section is frozen (``.rodata``).
+        """
         if isinstance(key, int):
             super().__setitem__(key, value)
             return

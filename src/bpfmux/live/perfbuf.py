@@ -86,6 +86,7 @@ class PerfBuffer:
     :param wakeup_events: samples per wakeup.
     :raises BpfError: perf_event_open or mmap failed.
     :raises NotSupportedError: the map is not a perf event array.
+    :raises ParseError: ``pages`` is not a power of two.
     """
 
     def __init__(self, perf_map: Any, callback: Callable[[int, Any], Any] | None = None, *,

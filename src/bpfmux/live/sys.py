@@ -102,6 +102,7 @@ class Fd:
 
     :ivar kind: what it refers to (``"map"``, ``"prog"``, ``"link"``, …),
         used in messages.
+    :raises BpfError: ``EBADF`` a negative descriptor.
     """
 
     __slots__ = ("_fd", "kind", "__weakref__")

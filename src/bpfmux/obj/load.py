@@ -87,7 +87,12 @@ def finalize(
     ksym_addr: Callable[[str], int | None] | None = None,
     core_resolver: Any = None,
 ) -> list[Insn]:
-    """See :meth:`ProgramSpec.instructions`."""
+    """See :meth:`ProgramSpec.instructions`.
+
+    :raises ParseError: a relocation that cannot be applied.
+    :raises NotSupportedError: CO-RE relocations or ksym externs without ``target_btf``.
+    :raises NotFoundError: a missing map or strong extern.
+    """
     insns = list(prog.insns)
     poisoned: dict[int, list[Insn]] = {}
     if prog.core_relos:

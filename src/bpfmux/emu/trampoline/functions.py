@@ -270,6 +270,10 @@ class FunctionTable:
         return name in self._by_name or name in self._lazy
 
     def __getitem__(self, name: str) -> KernelFunction:
+        """The function called ``name``.
+
+        :raises NotFoundError: no such function.
+        """
         f = self._get(name)
         if f is None:
             raise NotFoundError("kernel function", name)

@@ -243,6 +243,9 @@ def close_all(links: Iterable[Any], parallel: bool = False, max_workers: int = 6
     the first error is raised at the end. With ``parallel``, closes run on
     threads (``close(2)`` of a perf event waits for an RCU grace period; many
     of those overlap when issued from several threads).
+
+    :raises BaseException: the first error (or ``KeyboardInterrupt``) a close
+        raised, after every object was closed.
     """
     items = list(links)
     if not items:
