@@ -61,10 +61,8 @@ CoreResolver = Callable[["Btf", "Btf", CoreRelo], CoreResult]
 
 def _btf_core_apply(insns: list[Insn], poisoned: dict[int, list[Insn]], prog: ProgramSpec, target_btf: Btf) -> None:
     """Resolve and patch every CO-RE record through :mod:`bpfmux.btf.core`."""
-    try:
-        from ..btf import core, ext
-    except ImportError:
-        raise NotSupportedError("co-re", "CO-RE relocation needs bpfmux.btf.core, which is not available") from None
+    from ..btf import core, ext
+
     for relo in prog.core_relos:
         erelo = ext.CoreRelo(relo.insn * 8, relo.type_id, relo.access, ext.CoreReloKind(int(relo.kind)))
         try:
