@@ -5,6 +5,8 @@ exact (no other process's events)."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import struct
 
 import numpy as np
@@ -165,6 +167,24 @@ def test_reader_close_releases_mappings(ring) -> None:
     assert r.closed
     with pytest.raises(OSError):
         r.consume()
+
+
+def test_reader_close_unmaps_what_it_can_while_a_record_view_is_held(ring) -> None:
+    rb, _ = ring
+    held: list[memoryview] = []
+    with _syscall_prog(ringbuf_output(rb.fd.fd, 5), "t_rbview") as p:
+        before = len(os.listdir("/proc/self/fd"))
+        r = RingBuffer(rb, held.append, decode=lambda rec: rec)  # the callback keeps a view of the data pages
+        _produce(p)
+        assert r.consume() == 1 and bytes(held[0]) == (5).to_bytes(8, "little")
+        r.close()
+        # each mapping holds a dup of the map fd: only the data mapping may stay while the view lives
+        assert len(os.listdir("/proc/self/fd")) == before + 1
+        with pytest.raises(OSError):
+            r.available()  # closed: EBADF, not a ValueError from the unmapped pages
+        held.clear()
+        gc.collect()
+        assert len(os.listdir("/proc/self/fd")) == before  # the reader itself still exists
 
 
 # --- perf buffer -------------------------------------------------------------

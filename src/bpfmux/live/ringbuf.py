@@ -115,11 +115,13 @@ class RingBuffer:
         self._closed = True
         self._ep.close()
         self._data.release()
-        try:
-            self._prod.close()
-            self._cons.close()
-        except BufferError:  # a caller still holds a view: the mapping goes when it does
-            pass
+        maps = (self._prod, self._cons)
+        self._prod = self._cons = None  # type: ignore[assignment]
+        for mm in maps:
+            try:
+                mm.close()
+            except BufferError:  # a caller still holds a view of a record: the mapping (and its fd) goes with it
+                pass
 
     @property
     def closed(self) -> bool:
@@ -140,16 +142,29 @@ class RingBuffer:
 
     @property
     def consumer_pos(self) -> int:
-        """Bytes consumed so far."""
+        """Bytes consumed so far.
+
+        :raises BpfError: ``EBADF`` closed.
+        """
+        if self._closed:
+            raise BpfError(_errno.EBADF, "ring buffer reader is closed")
         return _U64.unpack_from(self._cons, 0)[0]
 
     @property
     def producer_pos(self) -> int:
-        """Bytes committed by producers so far."""
+        """Bytes committed by producers so far.
+
+        :raises BpfError: ``EBADF`` closed.
+        """
+        if self._closed:
+            raise BpfError(_errno.EBADF, "ring buffer reader is closed")
         return _U64.unpack_from(self._prod, 0)[0]
 
     def available(self) -> int:
-        """Bytes produced but not consumed yet."""
+        """Bytes produced but not consumed yet.
+
+        :raises BpfError: ``EBADF`` closed.
+        """
         return self.producer_pos - self.consumer_pos
 
     # --- consuming ----------------------------------------------------------------
