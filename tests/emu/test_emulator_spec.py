@@ -94,3 +94,13 @@ def test_addresses_come_from_kallsyms_when_readable():
         assert f.addr == syms["bpf_fentry_test1"] != 0
     with Emulator(btf="auto") as emu:  # default: deterministic
         assert emu.function("bpf_fentry_test1").addr != syms["bpf_fentry_test1"]
+
+
+def test_statically_initialised_prog_array_slots_are_filled(emu):
+    coll = emu.load(os.path.join(os.path.dirname(__file__), "..", "bpf", "tailcall.bpf.o"))
+    table = coll.maps["jump_table"]
+    assert [table.get(i) for i in range(4)] == [coll.programs["tail_a"].vmprog, None, coll.programs["tail_b"].vmprog,
+                                                None]  # fmt: skip
+    entry = coll.programs["tail_entry"]
+    assert [entry.test_run(i.to_bytes(8, "little")).r0 for i in (0, 1, 2)] == [10, 1, 20]  # slot 1 empty: falls through
+    assert coll.maps[".bss"]["tail_trace"] == [3, 10, 11, 0xFA11]

@@ -234,9 +234,7 @@ class Emulator:
                     if name in coll.skipped:
                         continue
                     raise NotFoundError("program or map", name, f"slot {slot} of map {ms.name!r} refers to it")
-                target = obj.vmprog if isinstance(obj, EmulatedProgram) else obj
-                coll.maps[ms.name].set_fd(slot, target.fd) if hasattr(coll.maps[ms.name], "set_fd") else \
-                    coll.maps[ms.name].__setitem__(slot, target)
+                coll.maps[ms.name][slot] = obj.vmprog if isinstance(obj, EmulatedProgram) else obj
 
     def _load_spec_program(self, ps: Any, spec: Any, coll: EmulatedCollection) -> EmulatedProgram:
         def map_fd(name: str) -> int:
