@@ -94,8 +94,11 @@ def emulator(emulator_factory: Callable[..., Any]) -> Any:
 def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Load ELF objects into the test's emulator: ``bpf_object(path, **options)``.
 
-    Relative paths are taken from the test file's directory first, then the
-    current directory.
+    A relative path is taken from the current directory, or else from the
+    test file's directory when it exists only there.
+
+    :raises ParseError: the object is malformed (and the errors of
+        :meth:`bpfmux.Emulator.load`).
     """
     loaded: list[Any] = []
     here = os.path.dirname(str(request.node.fspath))
