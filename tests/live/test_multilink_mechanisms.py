@@ -3,13 +3,14 @@ kernel offers, reported in ``.mechanism``; all or nothing; close detaches all.""
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 
 import pytest
 from links_progs import bpftool_links_of_prog, counting_prog, open_fds
 
-from bpfmux.errors import NotFoundError, NotSupportedError
+from bpfmux.errors import BpfError, NotFoundError, NotSupportedError
 from bpfmux.live import links
 from bpfmux.uapi import AttachType, ProgType
 
@@ -63,6 +64,31 @@ def test_uprobe_multi_over_two_binaries(counters):
             math.erf(x + 0.5)  # CPython calls libm's erf
         os.getpgrp()
     assert (counters[6], counters[7], counters[8]) == (5, 5, 1)
+    assert bpftool_links_of_prog(prog.id) == []
+    prog.close()
+
+
+@pytest.mark.parametrize("failure", [BpfError(errno.EINVAL, "refused"), KeyboardInterrupt()])
+def test_uprobe_multi_second_binary_failing_detaches_the_first(counters, monkeypatch, failure):
+    from bpfmux.live import sys as lsys
+
+    prog = counting_prog(ProgType.KPROBE, counters, by_cookie=True, tgid=ME,
+                         expected_attach_type=AttachType.TRACE_UPROBE_MULTI)  # fmt: skip
+    real = lsys.link_create_uprobe_multi
+    made: list[str] = []
+
+    def create(pfd, path, *args, **kw):
+        if made:
+            raise failure
+        made.append(path)
+        return real(pfd, path, *args, **kw)
+
+    monkeypatch.setattr(lsys, "link_create_uprobe_multi", create)
+    before = open_fds()
+    with pytest.raises(type(failure)):
+        links.attach_many(prog, [f"{LIBC}:getppid", f"{LIBM}:erf"], cookies=[6, 7])
+    assert len(made) == 1  # the first binary's link was made, then closed
+    assert open_fds() == before
     assert bpftool_links_of_prog(prog.id) == []
     prog.close()
 

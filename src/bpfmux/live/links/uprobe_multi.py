@@ -19,7 +19,7 @@ from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
 from ...uapi import AttachType
 from .. import sys as _sys
 from ..symbols import ElfSymbols, resolve_binary
-from ._base import UNSUPPORTED_ERRNOS, FdLink, deferred_signals, expected_attach_type, prog_fd
+from ._base import UNSUPPORTED_ERRNOS, FdLink, close_all, deferred_signals, expected_attach_type, prog_fd
 from ._targets import parse_uprobe_target
 
 __all__ = ["UprobeMultiLink", "attach_uprobe_multi", "resolve_uprobe_targets"]
@@ -132,8 +132,7 @@ def attach_uprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Seq
                 links.append(UprobeMultiLink(program, fd, path, funcs, cks, tg, session=session,
                                              retprobe=retprobe, pid=pid))  # fmt: skip
     except BaseException:
-        for link in links:
-            link.close()
+        close_all(links, parallel=True)
         raise
     if len(links) == 1:
         return links[0]
