@@ -61,3 +61,17 @@ def test_hardware_events_need_a_pmu():
             links.attach(prog, "cpu_cycles", hardware=True, sample_period=100_000)
     prog.close()
     c.close()
+
+
+@pytest.mark.parametrize(("via", "cookie"), [("bogus", None), ("ioctl", 7)])
+def test_refused_via_closes_the_event_it_was_given(via, cookie):
+    from bpfmux.live.links.perf_event import attach_perf_event
+
+    c = Counters()
+    prog = counting_prog(ProgType.TRACEPOINT, c, slot=1)
+    event = perf.open_tracepoint("syscalls:sys_enter_getppid")
+    with pytest.raises(ParseError, match="via|cookie"):
+        attach_perf_event(prog, event, via=via, cookie=cookie)
+    assert event.closed  # the link would have owned it: a refusal closes it, as documented
+    prog.close()
+    c.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any
 
-from ...errors import BpfError, NotSupportedError
+from ...errors import BpfError, NotSupportedError, ParseError
 from .. import perf as _perf
 from .. import sys as _sys
 from ._base import FdLink, close_all, prog_fd
@@ -62,16 +62,19 @@ def attach_perf_event(program: Any, event: _perf.PerfEvent, *, cookie: int | Non
         a ``bpf_link`` and falls back to the ioctl on kernels without
         perf-event links.
     :param cls: the link class to return (a :class:`PerfEventLink` subclass).
+    :raises ParseError: a bad ``via``, or a cookie with ``via="ioctl"``
+        (a ``ValueError``).
     :raises NotSupportedError: a cookie was asked for on a kernel without
         perf-event links.
     :raises BpfError: ``EEXIST`` the event already has a program, ``E2BIG`` the
         hook already runs 64 programs, ``EINVAL`` wrong program type.
     """
     if via not in (None, "link", "ioctl"):
-        raise ValueError(f"via must be 'link', 'ioctl' or None, not {via!r}")
+        event.close()
+        raise ParseError(f"via must be 'link', 'ioctl' or None, not {via!r}")
     if via == "ioctl" and cookie:
         event.close()
-        raise ValueError("PERF_EVENT_IOC_SET_BPF cannot carry a BPF cookie; attach with via='link' (or None)")
+        raise ParseError("PERF_EVENT_IOC_SET_BPF cannot carry a BPF cookie; attach with via='link' (or None)")
     link_fd: _sys.Fd | None = None
     try:
         pfd = prog_fd(program)
@@ -134,7 +137,6 @@ def attach_sampling(program: Any, event: str | int = "cpu_clock", *, hardware: b
     :raises NotSupportedError: no hardware PMU (``hardware=True`` in a VM).
     :raises BpfError: the kernel refused.
     """
-    from ...errors import ParseError
     from ...uapi import PerfHwId, PerfSwId
 
     enum_cls = PerfHwId if hardware else PerfSwId
