@@ -8,7 +8,7 @@ import pytest
 from links_progs import counting_prog
 
 from bpfmux.btf import Btf
-from bpfmux.errors import NotFoundError, NotSupportedError
+from bpfmux.errors import NotFoundError, NotSupportedError, ParseError
 from bpfmux.live import links
 from bpfmux.uapi import AttachType, BtfKind, LinkType, ProgType
 
@@ -73,3 +73,14 @@ def test_update_and_force_detach_are_refused_by_kind(counters):
     assert (counters[1], counters[2]) == (1, 0)  # the refused update changed nothing
     a.close()
     b.close()
+
+
+def test_tp_btf_program_is_not_an_fentry_program(counters):
+    from bpfmux.live.links.tracing import attach_tracing
+
+    btf_id = Btf.vmlinux().find_ids("btf_trace_sys_enter", BtfKind.TYPEDEF)[0]
+    prog = counting_prog(ProgType.TRACING, counters, slot=1, expected_attach_type=AttachType.TRACE_RAW_TP,
+                         attach_btf_id=btf_id)  # fmt: skip
+    with pytest.raises(ParseError, match="not an fentry/fexit/fmod_ret/fsession program"):
+        attach_tracing(prog)
+    prog.close()

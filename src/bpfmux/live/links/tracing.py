@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import BpfError, NotSupportedError
+from ...errors import BpfError, NotSupportedError, ParseError
 from ...uapi import AttachType, LinkType
 from .. import sys as _sys
 from ..features import features
@@ -40,13 +40,16 @@ def attach_tracing(program: Any, target: str | None = None, *, attach_type: Atta
     """Attach a tracing program to the function it was loaded for.
 
     :param attach_type: overrides the program's expected attach type.
+    :raises ParseError: not an fentry/fexit/fmod_ret/fsession attach type
+        (a ``ValueError``).
     :raises NotSupportedError: this kernel has no BPF trampolines (or not
         this attach type).
     :raises BpfError: the kernel refused otherwise.
     """
     at = AttachType(int(attach_type)) if attach_type is not None else expected_attach_type(program)
     if at not in TRACING_KINDS:
-        raise ValueError(f"not an fentry/fexit/fmod_ret/fsession program (attach type {at!r})")
+        raise ParseError(f"not an fentry/fexit/fmod_ret/fsession program (attach type {at!r}); "
+                         "load it from such a section or pass attach_type=")
     kind = TRACING_KINDS[at]
     try:
         features().require("link_type", LinkType.TRACING)
