@@ -11,7 +11,7 @@ from emu_progs import ctx_dump_prog, words
 
 from bpfmux.emu.kernel import Emulator
 from bpfmux.emu.trampoline import Param
-from bpfmux.errors import BpfError, VerifierError
+from bpfmux.errors import BpfError, NotFoundError, VerifierError
 from bpfmux.isa.build import R0, Asm
 from bpfmux.uapi import MAX_MULTI_FUNCS, AttachType, ProgFlags, ProgType
 
@@ -104,3 +104,13 @@ def test_statically_initialised_prog_array_slots_are_filled(emu):
     entry = coll.programs["tail_entry"]
     assert [entry.test_run(i.to_bytes(8, "little")).r0 for i in (0, 1, 2)] == [10, 1, 20]  # slot 1 empty: falls through
     assert coll.maps[".bss"]["tail_trace"] == [3, 10, 11, 0xFA11]
+
+
+def test_load_selects_programs_by_name_and_refuses_unknown_names(emu):
+    path = os.path.join(os.path.dirname(__file__), "..", "bpf", "tailcall.bpf.o")
+    coll = emu.load(path, programs=["tail_a"])
+    assert list(coll.programs) == ["tail_a"]
+    assert coll.skipped == {"tail_b": "not selected", "tail_entry": "not selected"}
+    coll.close()
+    with pytest.raises(NotFoundError, match="tail_c"):
+        emu.load(path, programs=["tail_a", "tail_c"])  # was: silently not loaded

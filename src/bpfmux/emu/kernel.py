@@ -176,7 +176,8 @@ class Emulator:
             does not start with ``?``).
         :param kconfig: values for ``__kconfig`` externs.
         :raises VerifierError: a program was rejected (``.log`` says why).
-        :raises NotFoundError: an attach target or map is missing.
+        :raises NotFoundError: an attach target or map is missing, or a name
+            in ``programs`` is not a program of the object.
         :raises NotSupportedError: something the emulator does not model.
         :raises ParseError: the object is malformed.
         """
@@ -186,16 +187,10 @@ class Emulator:
 
             spec = load_object(spec_or_path)
         coll = EmulatedCollection(spec)
-        only = set(programs) if programs is not None else None
+        selected, coll.skipped = spec.select(programs)
         try:
             self._create_maps(spec, coll, kconfig)
-            for ps in spec.programs.values():
-                if only is not None and ps.name not in only:
-                    coll.skipped[ps.name] = "not selected"
-                    continue
-                if only is None and not ps.autoload:
-                    coll.skipped[ps.name] = "section starts with '?' (not loaded by default)"
-                    continue
+            for ps in selected:
                 coll.programs[ps.name] = self._load_spec_program(ps, spec, coll)
             self._fill_slots(spec, coll)
         except BaseException:

@@ -205,7 +205,8 @@ class LiveKernel:
         :param kconfig: extra/override values for ``__kconfig`` externs.
         :param log_level: verifier log level to keep in ``program.log``.
         :raises VerifierError: a program was rejected (log with source lines).
-        :raises NotFoundError: an attach target or strong extern is missing.
+        :raises NotFoundError: an attach target or strong extern is missing,
+            or a name in ``programs`` is not a program of the object.
         :raises NotSupportedError: the kernel lacks something the object needs.
         :raises BpfError: any other refusal; nothing stays loaded.
         :raises ParseError: the object is malformed.
@@ -219,7 +220,7 @@ class LiveKernel:
         try:
             self._load_btf(spec, coll)
             self._create_maps(spec, coll, kconfig)
-            self._load_programs(spec, coll, set(programs) if programs is not None else None, log_level)
+            self._load_programs(spec, coll, programs, log_level)
             self._fill_slots(spec, coll)
         except BaseException:
             coll._abort()
@@ -314,18 +315,10 @@ class LiveKernel:
         return _maps.wrap(fd, name=ms.name, btf=btf, key_type_id=ms.btf_key_type_id,
                           value_type_id=ms.btf_value_type_id)
 
-    def _load_programs(self, spec: Any, coll: LiveCollection, only: set[str] | None, log_level: int) -> None:
-        if only is not None:
-            unknown = only - set(spec.programs)
-            if unknown:
-                raise NotFoundError("program", sorted(unknown)[0], f"the object has: {', '.join(spec.programs)}")
-        for ps in spec.programs.values():
-            if only is not None and ps.name not in only:
-                coll.skipped[ps.name] = "not selected"
-                continue
-            if only is None and not ps.autoload:
-                coll.skipped[ps.name] = "section starts with '?' (not loaded by default)"
-                continue
+    def _load_programs(self, spec: Any, coll: LiveCollection, only: Iterable[str] | None, log_level: int) -> None:
+        selected, skipped = spec.select(only)
+        coll.skipped.update(skipped)
+        for ps in selected:
             if ProgFlags.MULTI_FUNC in ProgFlags(int(ps.flags)) and ".multi_func" in ps.section:
                 if only is not None:
                     raise NotSupportedError("seed multi_func", f"program {ps.name!r} uses the seed's "

@@ -10,7 +10,7 @@ addresses) is applied only in :meth:`ProgramSpec.instructions`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -357,6 +357,29 @@ class ObjectSpec:
             return self.maps[name]
         except KeyError:
             raise NotFoundError("map", name, f"the object has: {', '.join(self.maps) or 'none'}") from None
+
+    def select(self, only: Iterable[str] | None = None) -> tuple[list[ProgramSpec], dict[str, str]]:
+        """The programs a loader loads, in object order, and why each other
+        one is left out: the programs named in ``only``, or without it every
+        program whose section does not start with ``?``.
+
+        :raises NotFoundError: a name in ``only`` is not a program of the object.
+        """
+        chosen = set(only) if only is not None else None
+        if chosen is not None:
+            unknown = chosen - set(self.programs)
+            if unknown:
+                raise NotFoundError("program", sorted(unknown)[0], f"the object has: {', '.join(self.programs)}")
+        load: list[ProgramSpec] = []
+        skipped: dict[str, str] = {}
+        for ps in self.programs.values():
+            if chosen is not None and ps.name not in chosen:
+                skipped[ps.name] = "not selected"
+            elif chosen is None and not ps.autoload:
+                skipped[ps.name] = "section starts with '?' (not loaded by default)"
+            else:
+                load.append(ps)
+        return load, skipped
 
     @property
     def kconfig_externs(self) -> list[Extern]:
