@@ -15,8 +15,11 @@ ring is not double-mapped, so a record that wraps is copied out in two parts.
 
 The callback gets ``(cpu, data)`` (``data`` decoded when ``decode=`` is
 given); lost samples are counted per CPU in :attr:`lost` and reported to
-``lost_callback(cpu, count)``. An exception in a callback propagates after the
-record is consumed.
+``lost_callback(cpu, count)``. A sample or lost-records notice too short for
+its own fields is skipped and counted as one lost sample (and in
+:attr:`malformed`), so one bad record neither stops the reader nor discards
+samples already read. An exception in a callback propagates after the record
+is consumed.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class PerfBuffer:
     :param pages: data pages per CPU (a power of two).
     :param decode: as for :class:`~bpfmux.live.ringbuf.RingBuffer`.
     :param wakeup_events: samples per wakeup.
+    :ivar lost: lost samples per CPU (the kernel's notices, plus malformed records).
+    :ivar malformed: records skipped because they were too short for their fields.
     :raises BpfError: perf_event_open or mmap failed.
     :raises NotSupportedError: the map is not a perf event array.
     :raises ParseError: ``pages`` is not a power of two.
@@ -102,6 +107,7 @@ class PerfBuffer:
         self.callback, self.lost_callback = callback, lost_callback
         self._decode = _decoder(decode)
         self.lost: dict[int, int] = {}
+        self.malformed = 0
         self.delivered = 0
         self._rings: dict[int, _CpuRing] = {}
         self._closed = False
@@ -175,19 +181,35 @@ class PerfBuffer:
                 body = self._copy(mm, (off + 8) & mask, rsize - 8, size)
                 tail += rsize
                 if rtype == PERF_RECORD_SAMPLE:
+                    if len(body) < _U32.size:
+                        self._count_malformed(ring.cpu)
+                        continue
                     raw_len = _U32.unpack_from(body, 0)[0]
                     data = body[4:4 + raw_len]
                     n += 1
                     deliver(ring.cpu, self._decode(data) if self._decode is not None else data)
                 elif rtype == PERF_RECORD_LOST:
+                    if len(body) < _LOST.size:
+                        self._count_malformed(ring.cpu)
+                        continue
                     _id, lost = _LOST.unpack_from(body, 0)
-                    self.lost[ring.cpu] = self.lost.get(ring.cpu, 0) + lost
-                    if self.lost_callback is not None:
-                        self.lost_callback(ring.cpu, lost)
+                    self._count_lost(ring.cpu, lost)
         finally:
             _U64.pack_into(mm, _TAIL_OFF, tail)
             self.delivered += n
         return n
+
+    def _count_lost(self, cpu: int, count: int) -> None:
+        self.lost[cpu] = self.lost.get(cpu, 0) + count
+        if self.lost_callback is not None:
+            self.lost_callback(cpu, count)
+
+    def _count_malformed(self, cpu: int) -> None:
+        # A sample or lost-records notice too short for its own fields: its
+        # size is known, so the ring stays readable; the sample (or, for a
+        # notice, at least one) is gone, so it is reported as one lost.
+        self.malformed += 1
+        self._count_lost(cpu, 1)
 
     @staticmethod
     def _copy(mm: mmap.mmap, off: int, length: int, size: int) -> bytes:
