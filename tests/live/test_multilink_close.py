@@ -59,3 +59,28 @@ def test_group_link_close_is_idempotent():
     assert g.closed
     g.close()
     assert [x.closes for x in items] == [1, 1]
+
+
+def test_fd_link_close_closes_everything_it_owns_when_one_close_fails():
+    from bpfmux.live.links import FdLink
+
+    order: list[str] = []
+
+    class Named(Fake):
+        def __init__(self, name: str, fail: BaseException | None = None) -> None:
+            super().__init__(fail)
+            self.name = name
+
+        def close(self) -> None:
+            order.append(self.name)
+            super().close()
+
+    fd = Named("link", OSError(9, "link close failed"))
+    owned = [Named("first"), Named("second", OSError(5, "second close failed")), Named("third")]
+    link = FdLink(None, fd, "t", owned=owned)
+    with pytest.raises(OSError, match="link close failed"):
+        link.close()
+    assert order == ["link", "third", "second", "first"]
+    assert link.closed
+    link.close()
+    assert [x.closes for x in [fd, *owned]] == [1, 1, 1, 1]

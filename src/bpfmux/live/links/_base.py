@@ -122,19 +122,19 @@ class FdLink(Link):
         return self._closed
 
     def close(self) -> None:
-        """Detach: close the link fd, then what it owns. A second call does nothing."""
+        """Detach: close the link fd, then what it owns, every one of them
+        even if a close fails. A second call does nothing.
+
+        :raises BaseException: the first error (or ``KeyboardInterrupt``) a
+            close raised, after everything was closed.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             fd, owned = self._fd, self._owned
             self._owned = []
-        try:
-            if fd is not None:
-                fd.close()
-        finally:
-            for o in reversed(owned):
-                o.close()
+        close_all(([fd] if fd is not None else []) + owned[::-1])
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else (f"fd={self._fd.fd}" if self._fd is not None else "open")
