@@ -65,9 +65,22 @@ def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
     return opts
 
 
+def _close_every(objects: list[Any]) -> None:
+    """Close every object even if some closes fail; then raise the first error."""
+    first: BaseException | None = None
+    for obj in objects:
+        try:
+            obj.close()
+        except BaseException as e:  # keep closing, re-raised below
+            first = first or e
+    if first is not None:
+        raise first
+
+
 @pytest.fixture
 def emulator_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """Make emulators (``emulator_factory(policy="filter")``); all closed after the test."""
+    """Make emulators (``emulator_factory(policy="filter")``); all closed after
+    the test, every one even if a close fails (the first error is raised then)."""
     from .emu.kernel import Emulator
 
     made: list[Emulator] = []
@@ -80,8 +93,7 @@ def emulator_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., A
         return emu
 
     yield make
-    for emu in made:
-        emu.close()
+    _close_every(made)
 
 
 @pytest.fixture

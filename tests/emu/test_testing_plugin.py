@@ -44,3 +44,28 @@ def test_policy_option(pytester):
         """
     )
     pytester.runpytest("-q", "--bpfmux-policy", "per-function", "--bpfmux-btf", "none").assert_outcomes(passed=1)
+
+
+def test_factory_closes_every_emulator_when_one_close_fails(pytester):
+    pytester.makepyfile(
+        """
+        made = []
+
+        def test_make_three(emulator_factory):
+            first = emulator_factory()
+            real_close = first.close
+
+            def failing_close():
+                real_close()
+                raise RuntimeError("first close failed")
+
+            first.close = failing_close
+            made.extend([first, emulator_factory(), emulator_factory()])
+
+        def test_all_were_closed():
+            assert [e.closed for e in made] == [True, True, True]
+        """
+    )
+    result = pytester.runpytest("-q", "--bpfmux-btf", "none")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: first close failed*"])
