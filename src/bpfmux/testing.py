@@ -105,6 +105,7 @@ def emulator(emulator_factory: Callable[..., Any]) -> Any:
 @pytest.fixture
 def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Load ELF objects into the test's emulator: ``bpf_object(path, **options)``.
+    Every collection is closed after the test, even if one close fails.
 
     A relative path is taken from the current directory, or else from the
     test file's directory when it exists only there.
@@ -124,5 +125,4 @@ def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callab
         return coll
 
     yield load
-    for coll in loaded:
-        coll.close()
+    _close_every(loaded)

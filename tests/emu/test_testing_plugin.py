@@ -69,3 +69,28 @@ def test_factory_closes_every_emulator_when_one_close_fails(pytester):
     result = pytester.runpytest("-q", "--bpfmux-btf", "none")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*RuntimeError: first close failed*"])
+
+
+def test_bpf_object_closes_every_collection_when_one_close_fails(pytester):
+    pytester.makepyfile(
+        f"""
+        loaded = []
+
+        def test_load_twice(bpf_object):
+            first = bpf_object({str(OBJ)!r})
+            real_close = first.close
+
+            def failing_close():
+                real_close()
+                raise RuntimeError("collection close failed")
+
+            first.close = failing_close
+            loaded.extend([first, bpf_object({str(OBJ)!r})])
+
+        def test_both_were_closed():
+            assert [c.closed for c in loaded] == [True, True]
+        """
+    )
+    result = pytester.runpytest("-q", "--bpfmux-btf", "none")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: collection close failed*"])
