@@ -187,6 +187,48 @@ def test_reader_close_unmaps_what_it_can_while_a_record_view_is_held(ring) -> No
         assert len(os.listdir("/proc/self/fd")) == before  # the reader itself still exists
 
 
+class _FailingEpoll:
+    """Stands in for ``select.epoll``: fails on creation or on register."""
+
+    def __init__(self, fail_on: str) -> None:
+        self.fail_on = fail_on
+        self.made: list[_FailingEpoll] = []
+        self.closed = False
+
+    def __call__(self) -> _FailingEpoll:
+        if self.fail_on == "create":
+            raise OSError(24, "Too many open files")
+        ep = _FailingEpoll(self.fail_on)
+        self.made.append(ep)
+        return ep
+
+    def register(self, fd: int, events: int) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("fail_on", ["create", "register"])
+def test_epoll_failure_in_init_releases_both_mappings(ring, monkeypatch, fail_on) -> None:
+    import select
+    import types
+
+    from bpfmux.live import ringbuf as ringbuf_mod
+
+    rb, _ = ring
+    epoll = _FailingEpoll(fail_on)
+    monkeypatch.setattr(ringbuf_mod, "select", types.SimpleNamespace(epoll=epoll, EPOLLIN=select.EPOLLIN))
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as excinfo:
+        RingBuffer(rb, print)
+    # the traceback keeps the half-made reader alive, so only an explicit
+    # release frees the two mappings (each holds a dup of the map fd)
+    assert excinfo.value.errno == (24 if fail_on == "create" else 12)
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert all(ep.closed for ep in epoll.made) and len(epoll.made) == (1 if fail_on == "register" else 0)
+
+
 # --- perf buffer -------------------------------------------------------------
 
 

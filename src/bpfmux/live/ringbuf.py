@@ -102,8 +102,21 @@ class RingBuffer:
             self._cons.close()
             raise BpfError(err.errno or _errno.EINVAL, f"mmap of ring buffer data failed: {err.strerror}") from None
         self._data = memoryview(self._prod)[_PAGE:]
-        self._ep = select.epoll()
-        self._ep.register(self._fdnum, select.EPOLLIN)
+        ep = None
+        try:
+            ep = select.epoll()
+            ep.register(self._fdnum, select.EPOLLIN)
+        except BaseException as err:
+            if ep is not None:
+                ep.close()
+            self._data.release()
+            self._prod.close()
+            self._cons.close()
+            if isinstance(err, OSError):
+                raise BpfError(err.errno or _errno.EINVAL, f"epoll for the ring buffer failed: {err.strerror}; "
+                               "close unused readers or raise the open-file limit (ulimit -n)") from None
+            raise
+        self._ep = ep
         self._pending: deque[Any] = deque()
 
     # --- lifecycle --------------------------------------------------------------
