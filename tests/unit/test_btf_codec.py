@@ -89,3 +89,19 @@ def test_enums_decode_with_names() -> None:
 def test_types_without_values() -> None:
     with pytest.raises(TypeKindError):
         codec(KINDS, "use_kinds")
+
+
+@pytest.mark.parametrize("value", [
+    {"x": 1 << 31},                        # int (struct fast path of the field)
+    {"name": b"x" * 17},                   # char[16]
+    {"mat": [[1, 2, 3]] * 3},              # int[2][3]: too many rows
+    {"mat": [[1, 2, 3, 4]]},               # too many columns (packed row)
+    {"mat": [[1 << 31, 0, 0]]},            # packed row element out of range
+    {"bf": {"a": 8}},                      # 3-bit bitfield
+    {"big": 1 << 128},                     # __int128
+    {"f": 1e300},                          # float
+    {"nope": 1},                           # no such field
+])
+def test_values_that_do_not_fit_raise_parse_error(value) -> None:
+    with pytest.raises(ParseError):
+        encode(KINDS, "kinds", value)

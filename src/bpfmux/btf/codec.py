@@ -142,10 +142,15 @@ class Codec:
     def encode(self, value: Any) -> bytes:
         """The bytes of ``value`` (missing struct fields are zero).
 
-        :raises ValueError: a value does not fit its field.
+        :raises ParseError: a value does not fit its field, or a struct has no
+            such field (a ``ValueError``).
         """
         buf = bytearray(self.size)
-        self._enc(buf, 0, value)
+        try:
+            self._enc(buf, 0, value)
+        except (struct.error, OverflowError) as err:  # packed arrays, wide ints, floats
+            what = self.type.name or self.type.kind.name.lower()
+            raise ParseError(f"a value does not fit {what}: {err}; give values in range of their fields") from None
         return bytes(buf)
 
 
@@ -163,7 +168,7 @@ def _int_codec(size: int, signed: bool, is_bool: bool, off: int = 0) -> tuple[De
             try:
                 pack(b, o + off, int(v))
             except struct.error as err:
-                raise ValueError(f"{v!r} does not fit a {size}-byte {'signed' if signed else 'unsigned'} integer: {err}") from None
+                raise ParseError(f"{v!r} does not fit a {size}-byte {'signed' if signed else 'unsigned'} integer: {err}") from None
 
         return dec, enc
 
@@ -228,7 +233,7 @@ def _array_codec(btf: Btf, a: Array) -> tuple[Decoder, Encoder]:
         def cenc(b: bytearray, o: int, v: Any) -> None:
             raw = v.encode() if isinstance(v, str) else bytes(v)
             if len(raw) > n:
-                raise ValueError(f"{len(raw)} bytes do not fit char[{n}]")
+                raise ParseError(f"{len(raw)} bytes do not fit char[{n}]")
             b[o : o + len(raw)] = raw
 
         return cdec, cenc
@@ -244,7 +249,7 @@ def _array_codec(btf: Btf, a: Array) -> tuple[Decoder, Encoder]:
 
     def aenc(b: bytearray, o: int, v: Any) -> None:
         if len(v) > n:
-            raise ValueError(f"{len(v)} elements do not fit an array of {n}")
+            raise ParseError(f"{len(v)} elements do not fit an array of {n}")
         for i, x in enumerate(v):
             eenc(b, o + i * esize, x)
 
@@ -254,7 +259,7 @@ def _array_codec(btf: Btf, a: Array) -> tuple[Decoder, Encoder]:
 def _padded(v: Any, n: int) -> list[int]:
     vals = [int(x) for x in v]
     if len(vals) > n:
-        raise ValueError(f"{len(vals)} elements do not fit an array of {n}")
+        raise ParseError(f"{len(vals)} elements do not fit an array of {n}")
     return vals + [0] * (n - len(vals))
 
 
@@ -274,7 +279,7 @@ def _bits_codec(size: int, bit_off: int, bits: int, signed: bool, is_bool: bool,
         v = int(v)
         lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, mask)
         if not lo <= v <= hi:
-            raise ValueError(f"{v} does not fit a {bits}-bit {'signed' if signed else 'unsigned'} bitfield")
+            raise ParseError(f"{v} does not fit a {bits}-bit {'signed' if signed else 'unsigned'} bitfield")
         cur = int.from_bytes(b[o + start : o + start + nbytes], "little")
         cur = (cur & ~(mask << shift)) | ((v & mask) << shift)
         b[o + start : o + start + nbytes] = cur.to_bytes(nbytes, "little")
@@ -305,7 +310,7 @@ def _composite_codec(btf: Btf, c: Composite) -> tuple[Decoder, Encoder]:
         items = v._fields if isinstance(v, Record) else v
         unknown = set(items) - set(names)
         if unknown:
-            raise ValueError(f"{name} has no field(s) {', '.join(sorted(unknown))}")
+            raise ParseError(f"{name} has no field(s) {', '.join(sorted(unknown))}; it has {', '.join(names)}")
         for n, _, enc in fields:
             if n in items:
                 enc(b, o, items[n])
@@ -392,7 +397,7 @@ def decode(btf: Btf, t: Type | int | str, data: bytes | bytearray | memoryview, 
 def encode(btf: Btf, t: Type | int | str, value: Any) -> bytes:
     """Encode ``value`` as type ``t``.
 
-    :raises ValueError: a value does not fit.
+    :raises ParseError: a value does not fit (a ``ValueError``).
     :raises TypeKindError: ``t`` has no values.
     """
     return codec(btf, t).encode(value)
