@@ -279,3 +279,18 @@ def test_vmlinux_every_type_matches_bpftool_json() -> None:
             assert t.linkage.name.lower() == r["linkage"], r
     # byte-for-byte round trip of the kernel's own blob
     assert write(btf) == open(VMLINUX, "rb").read()
+
+
+def test_misuse_of_btf_editing_and_packing_raises_parse_error() -> None:
+    from bpfmux.btf.ext import FuncInfo, LineInfo, pack_func_info, pack_line_info
+
+    one, other = Btf.parse(sample().write()), Btf.parse(sample().write())
+    with pytest.raises(ParseError, match="already belongs to another Btf"):
+        other.add(one.find("opaque"))
+    with pytest.raises(ParseError, match="byteorder"):
+        write(one, byteorder="middle")
+    with pytest.raises(ParseError, match="func_info offset 12"):
+        pack_func_info([FuncInfo(8, 1), FuncInfo(12, 2)])
+    with pytest.raises(ParseError, match="line_info offset 4"):
+        pack_line_info([LineInfo(4, "a.c", "x;", 1, 1)])
+    assert pack_func_info([FuncInfo(16, 3)], base_insn=1) == struct.pack("<II", 3, 3)

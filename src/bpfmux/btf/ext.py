@@ -275,12 +275,13 @@ class BtfExt:
 def pack_func_info(records: list[FuncInfo], base_insn: int = 0) -> bytes:
     """``bpf_func_info`` array for ``BPF_PROG_LOAD`` (``insn_off`` in slots, shifted by ``base_insn``).
 
-    :raises ValueError: a record's offset is not a multiple of 8 bytes.
+    :raises ParseError: a record's offset is not a multiple of 8 bytes (a ``ValueError``).
     """
     out = bytearray()
     for r in records:
         if r.insn_off % 8:
-            raise ValueError(f"func_info offset {r.insn_off} is not instruction-aligned")
+            raise ParseError(f"func_info offset {r.insn_off} is not instruction-aligned; offsets are in bytes, "
+                             "a multiple of 8")
         out += _U32x2.pack(r.insn_off // 8 + base_insn, r.type_id)
     return bytes(out)
 
@@ -288,11 +289,12 @@ def pack_func_info(records: list[FuncInfo], base_insn: int = 0) -> bytes:
 def pack_line_info(records: list[LineInfo], base_insn: int = 0) -> bytes:
     """``bpf_line_info`` array for ``BPF_PROG_LOAD`` (``insn_off`` in slots, shifted by ``base_insn``).
 
-    :raises ValueError: a record's offset is not a multiple of 8 bytes.
+    :raises ParseError: a record's offset is not a multiple of 8 bytes (a ``ValueError``).
     """
     out = bytearray()
     for r in records:
         if r.insn_off % 8:
-            raise ValueError(f"line_info offset {r.insn_off} is not instruction-aligned")
+            raise ParseError(f"line_info offset {r.insn_off} is not instruction-aligned; offsets are in bytes, "
+                             "a multiple of 8")
         out += _U32x4.pack(r.insn_off // 8 + base_insn, r.file_name_off, r.line_off, (r.line_num << 10) | (r.col & 0x3FF))
     return bytes(out)

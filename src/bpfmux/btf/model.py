@@ -530,10 +530,10 @@ class Btf:
     def add(self, t: Type) -> int:
         """Append ``t`` and return its new id (references in ``t`` are ids in this Btf).
 
-        :raises ValueError: ``t`` already belongs to a Btf.
+        :raises ParseError: ``t`` already belongs to another Btf (a ``ValueError``).
         """
         if t.btf is not None and t.btf is not self:
-            raise ValueError(f"{t!r} already belongs to another Btf; build a new type object")
+            raise ParseError(f"{t!r} already belongs to another Btf; build a new type object")
         t.id = len(self)
         t.btf = self
         for sub in _subobjects(t):

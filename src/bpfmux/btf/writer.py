@@ -180,10 +180,11 @@ def write(btf: Btf, byteorder: str = "little") -> bytes:
     """Serialize ``btf``'s own types (a split BTF's without its base) to a raw blob.
 
     :param byteorder: ``"little"`` (what the kernel of this machine loads) or ``"big"``.
-    :raises ParseError: a type has a field out of range for the format.
+    :raises ParseError: a type has a field out of range for the format, or
+        ``byteorder`` is neither ``"little"`` nor ``"big"`` (a ``ValueError``).
     """
     if byteorder not in _HDR:
-        raise ValueError(f"byteorder must be 'little' or 'big', not {byteorder!r}")
+        raise ParseError(f"byteorder must be 'little' or 'big', not {byteorder!r}")
     base = _base_table(btf.base) if btf.base is not None else None
     prefix = btf.strings if btf.strings else (b"\0" if btf.base is None else b"")
     strs = StringTable(prefix, btf.str_start, base)
