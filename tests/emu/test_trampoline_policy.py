@@ -284,3 +284,20 @@ def test_costs_show_the_designs(table):
     # filter: the call of a function without own programs walks the whole chain
     assert costs["filter"]["dispatch_steps"] == 11
     assert costs["clone"]["dispatch_steps"] == 1 == costs["per-function"]["dispatch_steps"]
+
+
+def test_function_table_refuses_duplicates_with_parse_error(table) -> None:
+    from bpfmux.emu.trampoline.functions import KernelFunction, Param
+    from bpfmux.errors import ParseError
+
+    f2 = table["f2"]
+    with pytest.raises(ParseError, match="already exists"):
+        table.define("f2", [4])
+    with pytest.raises(ParseError, match="already used by f2"):
+        table.define("fresh", [4], addr=f2.addr)
+    table.define("with_id", [4], btf_id=77)
+    with pytest.raises(ParseError, match="BTF id 77 already used by with_id"):
+        table.add(KernelFunction("other", 77, table.define("tmp", []).addr + 0x1000, (Param("a", 4),), Param("ret", 8)))
+    assert "fresh" not in table and "other" not in table
+    with pytest.raises(ParseError, match="unknown trampoline policy"):
+        make_policy("round-robin")

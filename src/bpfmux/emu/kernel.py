@@ -104,7 +104,7 @@ class Emulator:
     :param verify: verify programs at load (default true).
     :param kallsyms: take function addresses from ``/proc/kallsyms`` when it
         shows real addresses (default false: deterministic addresses).
-    :raises ValueError: unknown policy.
+    :raises ParseError: unknown policy (a ``ValueError``).
     :raises ParseError: the BTF is malformed.
     """
 
@@ -320,7 +320,10 @@ class Emulator:
         return self.functions[name]
 
     def define(self, name: str, params: Iterable[Param | int] = (), ret: Param | int = 8, body: Any = None) -> KernelFunction:
-        """Define a kernel function (ints are unsigned sizes), or give an existing one a body."""
+        """Define a kernel function (ints are unsigned sizes), or give an existing one a body.
+
+        :raises ParseError: ``name`` exists and no ``body`` was given (a ``ValueError``).
+        """
         if name in self.functions and body is not None:
             f = self.functions[name]
             f.body = body

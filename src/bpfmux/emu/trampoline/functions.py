@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ...errors import NotFoundError
+from ...errors import NotFoundError, ParseError
 from ...uapi import BtfKind
 from .frame import MAX_ARGS, MAX_ARGS_SINGLE, U64
 
@@ -213,14 +213,18 @@ class FunctionTable:
     def add(self, func: KernelFunction) -> KernelFunction:
         """Add a function; its name, id and address must be new.
 
-        :raises ValueError: a function with that name, BTF id or address exists.
+        :raises ParseError: a function with that name, BTF id or address
+            exists (a ``ValueError``).
         """
         if func.name in self._by_name or func.name in self._lazy:
-            raise ValueError(f"function {func.name!r} already exists")
+            raise ParseError(f"function {func.name!r} already exists; pick another name (or set the existing "
+                             "one's body)")
         if func.btf_id and func.btf_id in self._by_id:
-            raise ValueError(f"BTF id {func.btf_id} already used by {self._by_id[func.btf_id].name}")
+            raise ParseError(f"BTF id {func.btf_id} already used by {self._by_id[func.btf_id].name}; "
+                             "give a free id (or 0 for none)")
         if func.addr in self._by_addr:
-            raise ValueError(f"address {func.addr:#x} already used by {self._by_addr[func.addr].name}")
+            raise ParseError(f"address {func.addr:#x} already used by {self._by_addr[func.addr].name}; "
+                             "give a free address (or none to get one assigned)")
         self._by_name[func.name] = func
         if func.btf_id:
             self._by_id[func.btf_id] = func
@@ -241,6 +245,9 @@ class FunctionTable:
 
         Addresses not given are assigned deterministically after the highest
         address in use.
+
+        :raises ParseError: a function with that name, BTF id or address
+            exists (a ``ValueError``).
         """
         ps = tuple(p if isinstance(p, Param) else Param(f"arg{i}", p) for i, p in enumerate(params))
         r = ret if isinstance(ret, Param) else (Param("ret", ret) if ret else VOID)

@@ -27,7 +27,7 @@ import errno
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 
-from ...errors import BpfError
+from ...errors import BpfError, ParseError
 from ...uapi import BPF_MAX_TRAMP_LINKS
 from .frame import ProgKind
 from .functions import KernelFunction
@@ -416,12 +416,12 @@ POLICIES: dict[str, type[TrampolinePolicy]] = {
 def make_policy(name: str) -> TrampolinePolicy:
     """Create a policy by name (``clone``, ``filter``, ``per-function``).
 
-    :raises ValueError: unknown name.
+    :raises ParseError: unknown name (a ``ValueError``).
     """
     try:
         return POLICIES[name]()
     except KeyError:
-        raise ValueError(f"unknown trampoline policy {name!r}; choose one of {', '.join(POLICIES)}") from None
+        raise ParseError(f"unknown trampoline policy {name!r}; choose one of {', '.join(POLICIES)}") from None
 
 
 __all__ = [
