@@ -29,6 +29,7 @@ from ...errors import NotSupportedError, ParseError
 from ...uapi import AttachType, ProgType
 from ._base import (
     FdLink,
+    NotAProgramError,
     RawProgram,
     close_all,
     deferred_signals,
@@ -83,6 +84,7 @@ __all__ = [
     "GroupLink",
     "KprobeLink",
     "KprobeMultiLink",
+    "NotAProgramError",
     "PerfEventLink",
     "PerfSamplingLink",
     "RawProgram",
@@ -151,6 +153,7 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
     :raises NotSupportedError: the kernel lacks this attach kind.
     :raises NotFoundError: the target does not exist.
     :raises ParseError: no target given and the section names none.
+    :raises NotAProgramError: ``program`` is not a loaded program (a ``TypeError``).
     :raises BpfError: the kernel refused.
     """
     ptype = prog_type(program)

@@ -11,21 +11,26 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...api import Link, MultiLink, Program
-from ...errors import BpfError, NotSupportedError
+from ...errors import BpfError, BpfmuxError, NotSupportedError
 from ...uapi import AttachType, LinkType, ProgType
 from .. import sys as _sys
 
-__all__ = ["FdLink", "RawProgram", "expected_attach_type", "prog_fd", "prog_type", "section_info"]
+__all__ = ["FdLink", "NotAProgramError", "RawProgram", "expected_attach_type", "prog_fd", "prog_type", "section_info"]
 
 #: errnos that mean "this kernel cannot do that" rather than "you asked wrong"
 UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, 524})  # 524 = ENOTSUPP (kernel-internal)
+
+
+class NotAProgramError(BpfmuxError, TypeError):
+    """What was given where a loaded program is needed has no program fd
+    (a ``TypeError``, so ``except TypeError`` keeps working)."""
 
 
 def prog_fd(program: Any) -> int:
     """The fd number of a program object (a loaded ``Program``, a
     :class:`RawProgram`, an :class:`~bpfmux.live.sys.Fd` or an int).
 
-    :raises TypeError: the object has no program fd.
+    :raises NotAProgramError: the object has no program fd (a ``TypeError``).
     """
     if isinstance(program, int):
         return program
@@ -33,7 +38,8 @@ def prog_fd(program: Any) -> int:
         return program.fd
     fd = getattr(program, "fd", None)
     if fd is None:
-        raise TypeError(f"{program!r} is not a loaded program (it has no fd)")
+        raise NotAProgramError(f"{program!r} is not a loaded program (it has no fd); load it first "
+                               "(LiveKernel().load(...)) or wrap an fd in RawProgram")
     return fd.fd if isinstance(fd, _sys.Fd) else int(fd)
 
 
