@@ -7,12 +7,38 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
 
-__all__ = ["CliError", "ensure_root", "ensure_tracefs", "error_line", "parse_duration"]
+__all__ = ["CliError", "ensure_root", "ensure_tracefs", "error_line", "parse_duration", "run_guarded"]
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def run_guarded(impl: Callable[[Any], int], args: Any) -> int:
+    """Run a subcommand's body; any error becomes one line on stderr (exit 1).
+
+    ``--debug`` adds the traceback and a verifier log; Ctrl-C exits 130, a
+    closed pipe 0. A command line must not show a newcomer a traceback, so
+    this catches every exception, not only ours.
+    """
+    try:
+        return impl(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+            if getattr(e, "log", ""):
+                print(e.log, file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
+        return 1
 
 
 class CliError(BpfmuxError):

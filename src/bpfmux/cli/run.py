@@ -9,10 +9,9 @@ import os
 import signal
 import sys
 import time
-import traceback
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, error_line
+from ._common import CliError, ensure_root, ensure_tracefs, run_guarded
 
 DESCRIPTION = """\
 Load any libbpf-style BPF object (clang -target bpf), attach each program by
@@ -61,19 +60,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``bpfmux run``."""
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as e:
-        if args.debug:
-            traceback.print_exc()
-            if getattr(e, "log", ""):
-                print(e.log, file=sys.stderr)
-        print(error_line(e), file=sys.stderr)
-        return 1
+    return run_guarded(_run, args)
 
 
 def _set_rodata(spec: Any, name: str, value: str) -> None:

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, error_line, parse_duration
+from ._common import CliError, ensure_root, ensure_tracefs, parse_duration, run_guarded
 
 DESCRIPTION = """\
 Attach generated BPF programs (no compiler needed) to every probe given and
@@ -87,21 +87,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``bpfmux trace``."""
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as e:
-        if args.debug:
-            import traceback
-
-            traceback.print_exc()
-            if getattr(e, "log", ""):
-                print(e.log, file=sys.stderr)
-        print(error_line(e), file=sys.stderr)
-        return 1
+    return run_guarded(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:
