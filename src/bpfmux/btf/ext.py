@@ -8,12 +8,12 @@ kernel's ``BPF_PROG_LOAD`` wants slot indexes: :func:`pack_func_info` and
 
 from __future__ import annotations
 
-import enum
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import ParseError
+from ..uapi import CoreReloKind
 
 if TYPE_CHECKING:
     from .model import Btf
@@ -34,61 +34,6 @@ _CORE = struct.Struct("<II")
 _U32 = struct.Struct("<I")
 _U32x2 = struct.Struct("<II")
 _U32x4 = struct.Struct("<IIII")
-
-
-class CoreReloKind(enum.IntEnum):
-    """``enum bpf_core_relo_kind``."""
-
-    FIELD_BYTE_OFFSET = 0
-    FIELD_BYTE_SIZE = 1
-    FIELD_EXISTS = 2
-    FIELD_SIGNED = 3
-    FIELD_LSHIFT_U64 = 4
-    FIELD_RSHIFT_U64 = 5
-    TYPE_ID_LOCAL = 6
-    TYPE_ID_TARGET = 7
-    TYPE_EXISTS = 8
-    TYPE_SIZE = 9
-    ENUMVAL_EXISTS = 10
-    ENUMVAL_VALUE = 11
-    TYPE_MATCHES = 12
-
-    @property
-    def is_field(self) -> bool:
-        """A field-based relocation."""
-        return self <= CoreReloKind.FIELD_RSHIFT_U64
-
-    @property
-    def is_type(self) -> bool:
-        """A type-based relocation."""
-        return CoreReloKind.TYPE_ID_LOCAL <= self <= CoreReloKind.TYPE_SIZE or self == CoreReloKind.TYPE_MATCHES
-
-    @property
-    def is_enumval(self) -> bool:
-        """An enum-value relocation."""
-        return self in (CoreReloKind.ENUMVAL_EXISTS, CoreReloKind.ENUMVAL_VALUE)
-
-    @property
-    def spelling(self) -> str:
-        """libbpf's short name (``byte_off``, ``type_id_target``, …)."""
-        return _SPELLING[self]
-
-
-_SPELLING = {
-    CoreReloKind.FIELD_BYTE_OFFSET: "byte_off",
-    CoreReloKind.FIELD_BYTE_SIZE: "byte_sz",
-    CoreReloKind.FIELD_EXISTS: "field_exists",
-    CoreReloKind.FIELD_SIGNED: "signed",
-    CoreReloKind.FIELD_LSHIFT_U64: "lshift_u64",
-    CoreReloKind.FIELD_RSHIFT_U64: "rshift_u64",
-    CoreReloKind.TYPE_ID_LOCAL: "local_type_id",
-    CoreReloKind.TYPE_ID_TARGET: "target_type_id",
-    CoreReloKind.TYPE_EXISTS: "type_exists",
-    CoreReloKind.TYPE_SIZE: "type_size",
-    CoreReloKind.ENUMVAL_EXISTS: "enumval_exists",
-    CoreReloKind.ENUMVAL_VALUE: "enumval_value",
-    CoreReloKind.TYPE_MATCHES: "type_matches",
-}
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError
 from ..isa.insn import Insn, slot_offsets
-from ..uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
+from ..uapi import AttachType, CoreReloKind, MapFlags, MapType, ProgFlags, ProgType
 from .sections import SectionInfo
 
 if TYPE_CHECKING:
@@ -74,24 +74,6 @@ class Relocation:
     symbol: str
     target: str
     offset: int = 0
-
-
-class CoreReloKind(enum.IntEnum):
-    """``enum bpf_core_relo_kind``."""
-
-    FIELD_BYTE_OFFSET = 0
-    FIELD_BYTE_SIZE = 1
-    FIELD_EXISTS = 2
-    FIELD_SIGNED = 3
-    FIELD_LSHIFT_U64 = 4
-    FIELD_RSHIFT_U64 = 5
-    TYPE_ID_LOCAL = 6
-    TYPE_ID_TARGET = 7
-    TYPE_EXISTS = 8
-    TYPE_SIZE = 9
-    ENUMVAL_EXISTS = 10
-    ENUMVAL_VALUE = 11
-    TYPE_MATCHES = 12
 
 
 @dataclass(frozen=True, slots=True)
