@@ -117,10 +117,36 @@ class Collection(Closable, Mapping):
     """Everything loaded from one object: ``programs`` and ``maps`` by name.
 
     Indexing a collection by name returns the program or map of that name.
+    Closing it closes every program fd and map; links keep what they use.
+
+    :ivar spec: the :class:`~bpfmux.obj.ObjectSpec` it was loaded from.
+    :ivar skipped: programs not loaded, with the reason.
     """
 
     programs: Mapping[str, Program]
     maps: Mapping[str, Map]
+
+    def __init__(self, spec: Any = None) -> None:
+        self.programs = {}
+        self.maps = {}
+        self.spec = spec
+        self.skipped: dict[str, str] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Close every program fd and map (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for p in self.programs.values():
+            p.close()
+        for m in self.maps.values():
+            m.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._closed
 
     def __getitem__(self, name: str) -> Program | Map:
         if name in self.programs:

@@ -146,27 +146,8 @@ class EmulatedCollection(api.Collection):
     :ivar skipped: programs not loaded, with the reason.
     """
 
-    def __init__(self, spec: Any = None) -> None:
-        self.programs: dict[str, EmulatedProgram] = {}
-        self.maps: dict[str, Any] = {}
-        self.spec = spec
-        self.skipped: dict[str, str] = {}
-        self._closed = False
-
-    def close(self) -> None:
-        """Close every program fd and map (links keep their programs)."""
-        if self._closed:
-            return
-        self._closed = True
-        for p in self.programs.values():
-            p.close()
-        for m in self.maps.values():
-            m.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once closed."""
-        return self._closed
+    programs: dict[str, EmulatedProgram]
+    maps: dict[str, Any]
 
     def __repr__(self) -> str:
         return f"<EmulatedCollection programs={list(self.programs)} maps={list(self.maps)}>"

@@ -66,32 +66,22 @@ class LiveCollection(api.Collection):
     :ivar warnings: degradations during load (BTF refused, …).
     """
 
+    programs: dict[str, LiveProgram]
+    maps: dict[str, _maps.LiveMap]
+
     def __init__(self, spec: Any = None) -> None:
-        self.programs: dict[str, LiveProgram] = {}
-        self.maps: dict[str, _maps.LiveMap] = {}
-        self.spec = spec
+        super().__init__(spec)
         self.btf_fd: _sys.Fd | None = None
-        self.skipped: dict[str, str] = {}
         self.warnings: list[str] = []
         self._pins: list[str] = []
-        self._closed = False
 
     def close(self) -> None:
         """Close every program, map and the BTF fd (links keep what they use)."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
-        for p in self.programs.values():
-            p.close()
-        for m in self.maps.values():
-            m.close()
+        super().close()
         if self.btf_fd is not None:
             self.btf_fd.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once closed."""
-        return self._closed
 
     def _abort(self) -> None:
         for path in self._pins:
