@@ -138,7 +138,8 @@ def ours_child(workload: list[str]) -> None:
 def ours_perf_event_variant(workload: list[str]) -> dict:
     """bpftrace's approach with bpfmux: a tracepoint program on every
     sys_enter_* tracepoint through perf-event links, closed in parallel."""
-    from bpfmux.live import links, tracefs
+    from bpfmux.host import tracefs
+    from bpfmux.live import links
     from bpfmux.live import sys as lsys
     from bpfmux.uapi import MapType, ProgType
 

@@ -72,9 +72,9 @@ def build_program(map_fd: int) -> bytes:
 def ours_child(workload: list[str]) -> None:
     """The measured bpfmux run (a process of its own, like bpftrace)."""
     t0 = time.perf_counter()
+    from bpfmux.host.elfsyms import ElfSymbols
     from bpfmux.live import links
     from bpfmux.live import sys as lsys
-    from bpfmux.live.symbols import ElfSymbols
     from bpfmux.uapi import AttachType, MapType, ProgType
 
     t_import = time.perf_counter()
@@ -126,7 +126,7 @@ def main() -> int:
         print(missing, file=sys.stderr)
         return 2
     os.environ["LC_ALL"] = "C"  # the workload's locale, under both tools
-    from bpfmux.live.symbols import resolve_binary
+    from bpfmux.host.ldcache import resolve_binary
 
     libc = resolve_binary("libc.so.6")
     with tempfile.TemporaryDirectory(prefix="bpfmux-bench-") as tmp:

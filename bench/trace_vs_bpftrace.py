@@ -200,7 +200,7 @@ def parse_ours(out: str, job: str) -> dict[str, int]:
 
 def by_address(counts: dict[str, int]) -> dict[str, int]:
     """Sum counts of names at one libc address, keyed ``name1=name2@0xoffset``."""
-    from bpfmux.live.symbols import ElfSymbols
+    from bpfmux.host.elfsyms import ElfSymbols
 
     elf = ElfSymbols.cached(LIBC)
     names: dict[int, list[str]] = {}

@@ -84,7 +84,7 @@ def test_tp_btf_sees_the_prototype_arguments():
 def test_addresses_come_from_kallsyms_when_readable():
     if os.geteuid() != 0:
         pytest.skip("/proc/kallsyms shows addresses to root only; run the suite as root")
-    from bpfmux.live.symbols import KernelSymbols
+    from bpfmux.host.kallsyms import KernelSymbols
 
     syms = {s.name: s.address for s in KernelSymbols.load().symbols}
     with Emulator(btf="auto", kallsyms=True) as emu:

@@ -18,11 +18,12 @@ from vmguest_expect import BPF_DIR, FENTRY_TESTS, run_fentry_tests
 
 from bpfmux.api import MultiLink
 from bpfmux.errors import BpfError
-from bpfmux.live import LiveKernel, links, perf, tracefs
+from bpfmux.host import tracefs
+from bpfmux.host.kallsyms import KernelSymbols
+from bpfmux.live import LiveKernel, links, perf
 from bpfmux.live import sys as lsys
 from bpfmux.live.kernel import LiveCollection
 from bpfmux.live.links import KprobeLink, KprobeMultiLink
-from bpfmux.live.symbols import KernelSymbols
 from bpfmux.uapi import BPF_TRACE_MAX_PROGS, ProgType
 
 ALL = sorted(FENTRY_TESTS)

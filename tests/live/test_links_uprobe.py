@@ -12,8 +12,9 @@ import pytest
 from links_progs import counting_prog
 
 from bpfmux.errors import BpfError, NotFoundError, ParseError
+from bpfmux.host.elfsyms import ElfSymbols
+from bpfmux.host.ldcache import resolve_binary
 from bpfmux.live import links
-from bpfmux.live.symbols import ElfSymbols, resolve_binary
 from bpfmux.uapi import AttachType, LinkType, ProgType
 
 pytestmark = pytest.mark.usefixtures("root_required")

@@ -10,8 +10,9 @@ import warnings
 import pytest
 
 from bpfmux.errors import NotFoundError, NotSupportedError, ParseError, VerifierError
+from bpfmux.host.cpus import possible_cpus
+from bpfmux.host.kconfig import kernel_config
 from bpfmux.live import LiveKernel, maps
-from bpfmux.live.kernel import kernel_config
 from bpfmux.live.ringbuf import RingBuffer
 from bpfmux.obj import load_object
 from bpfmux.uapi import MapType, ProgType
@@ -57,7 +58,7 @@ def test_maps_object_types_and_static_inner_maps(kernel: LiveKernel) -> None:
                     "array_of_maps": maps.ArrayOfMapsMap, "hash_of_maps": maps.HashOfMapsMap}
         for name, cls in expected.items():
             assert type(m[name]) is cls, name
-        assert m["perf_map"].max_entries == maps.possible_cpus()  # 0 in the object: one slot per CPU
+        assert m["perf_map"].max_entries == possible_cpus()  # 0 in the object: one slot per CPU
         assert m["array_of_maps"][0] == m["inner_a"].id and m["array_of_maps"][1] == m["inner_b"].id
         # BTF-decoded values: struct val comes back as a record, dicts go in
         m["array_map"][1] = {"count": 5, "flags": 1, "tag": b"ab\0\0"}

@@ -8,12 +8,13 @@ import pytest
 from _live_insns import ret
 
 from bpfmux.errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from bpfmux.host.cpus import possible_cpus
 from bpfmux.live import maps
 from bpfmux.live import sys as s
 from bpfmux.uapi import MapFlags, MapType, ProgType, UpdateFlags
 
 pytestmark = pytest.mark.usefixtures("root_required")
-NCPU = maps.possible_cpus()
+NCPU = possible_cpus()
 
 
 def test_array_map_mapping() -> None:

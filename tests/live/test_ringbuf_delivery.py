@@ -14,6 +14,7 @@ import pytest
 from _live_insns import perf_output, ringbuf_counted, ringbuf_output, ringbuf_reserve_discard
 
 from bpfmux.errors import NotSupportedError
+from bpfmux.host.cpus import possible_cpus
 from bpfmux.live import maps
 from bpfmux.live import sys as s
 from bpfmux.live.perfbuf import PerfBuffer
@@ -238,7 +239,7 @@ def _run_on(prog: s.Fd, cpu: int, times: int) -> None:
 
 
 def test_perfbuf_delivers_per_cpu_and_counts_lost() -> None:
-    ncpu = maps.possible_cpus()
+    ncpu = possible_cpus()
     with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, ncpu, name="t_perf") as pa:
         got: list[tuple[int, int]] = []
         lost_notes: list[tuple[int, int]] = []
@@ -263,7 +264,7 @@ def test_perfbuf_delivers_per_cpu_and_counts_lost() -> None:
 
 
 def test_perfbuf_callback_exception_propagates() -> None:
-    with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, maps.possible_cpus(), name="t_perfx") as pa:
+    with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, possible_cpus(), name="t_perfx") as pa:
 
         def cb(cpu, data):
             raise RuntimeError("cb failed")
@@ -277,7 +278,7 @@ def test_perfbuf_callback_exception_propagates() -> None:
 
 
 def test_perfbuf_async_iteration() -> None:
-    with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, maps.possible_cpus(), name="t_perfa") as pa, \
+    with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, possible_cpus(), name="t_perfa") as pa, \
             PerfBuffer(pa, pages=1, decode=struct.Struct("<Q")) as pb, \
             s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd.fd, 0x77), name="t_perfa") as p:
 

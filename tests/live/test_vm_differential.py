@@ -29,9 +29,9 @@ import pytest
 
 from bpfmux.emu import VM, Task
 from bpfmux.emu.progen import random_program
+from bpfmux.host.kconfig import kernel_config
 from bpfmux.isa.insn import encode
 from bpfmux.live import sys as lsys
-from bpfmux.live.kernel import kernel_config
 from bpfmux.uapi import HelperId, MapType, ProgFlags, ProgType
 
 pytestmark = pytest.mark.live

@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpfmux.errors import NotFoundError, ParseError
-from bpfmux.live.symbols import ElfSymbols, match, resolve_binary
+from bpfmux.host.elfsyms import ElfSymbols
+from bpfmux.host.globs import match
+from bpfmux.host.ldcache import resolve_binary
 
 # --------------------------------------------------------------------------
 # a synthetic shared object, written here byte by byte

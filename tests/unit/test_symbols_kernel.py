@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpfmux.errors import NotFoundError, ParseError
-from bpfmux.live.symbols import KernelSymbols, parse_kallsyms, parse_ld_cache, resolve_binary
+from bpfmux.host.kallsyms import KernelSymbols, parse_kallsyms
+from bpfmux.host.ldcache import parse_ld_cache, resolve_binary
 
 KALLSYMS = """\
 ffffffff81000000 T _stext

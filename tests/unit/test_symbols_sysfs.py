@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpfmux.errors import ParseError
+from bpfmux.host.cpus import parse_cpu_list
+from bpfmux.host.tracefs import split_tracepoint
 from bpfmux.live import sys as lsys
-from bpfmux.live.perf import make_attr, parse_cpu_list, parse_format_bit
-from bpfmux.live.tracefs import split_tracepoint
+from bpfmux.live.perf import make_attr, parse_format_bit
 
 
 def test_format_bit():

@@ -798,7 +798,7 @@ def _resolve_btf(btf: Any) -> Any:
 
 
 def _kallsyms_addresses() -> Any:
-    from ..live.symbols import KernelSymbols
+    from ..host.kallsyms import KernelSymbols
 
     try:
         syms = KernelSymbols.load()

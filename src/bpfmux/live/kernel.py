@@ -27,15 +27,15 @@ pins made by this load are removed) before the error propagates.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from .. import api
 from ..codecs import datasec_variables
 from ..errors import BpfError, NotFoundError, NotSupportedError
+from ..host.cpus import possible_cpus
+from ..host.kconfig import kernel_config
 from ..uapi import AttachType, MapType, ProgFlags
 from . import maps as _maps
 from . import sys as _sys
@@ -93,29 +93,6 @@ class LiveCollection(api.Collection):
         return f"<LiveCollection programs={list(self.programs)} maps={list(self.maps)}>"
 
 
-def kernel_config() -> dict[str, str]:
-    """The running kernel's config (``/proc/config.gz`` or
-    ``/boot/config-<release>``) plus ``LINUX_KERNEL_VERSION``; empty values when
-    neither file exists (weak ``__kconfig`` externs then read 0)."""
-    from ..obj.kconfig import parse_config
-
-    text = ""
-    with contextlib.suppress(OSError):
-        text = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode(errors="replace")
-    if not text:
-        with contextlib.suppress(OSError):
-            text = Path(f"/boot/config-{os.uname().release}").read_text(errors="replace")
-    values = parse_config(text) if text else {}
-    nums = []
-    for part in os.uname().release.split("-")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        nums.append(int(digits or 0))
-    while len(nums) < 3:
-        nums.append(0)
-    values["LINUX_KERNEL_VERSION"] = str((nums[0] << 16) + (nums[1] << 8) + min(nums[2], 255))
-    return values
-
-
 class LiveKernel:
     """The running kernel as a bpfmux backend.
 
@@ -147,7 +124,7 @@ class LiveKernel:
 
     def _ksym_addr(self, name: str) -> int:
         if self._ksyms is None:
-            from .symbols import KernelSymbols
+            from ..host.kallsyms import KernelSymbols
 
             self._ksyms = KernelSymbols.load()
         return self._ksyms.address(name)
@@ -233,7 +210,7 @@ class LiveKernel:
     def _create_map(self, ms: Any, coll: LiveCollection, *, inner_fd: _sys.Fd | None = None) -> _sys.Fd:
         max_entries = ms.max_entries
         if int(ms.type) == MapType.PERF_EVENT_ARRAY and not max_entries:
-            max_entries = _maps.possible_cpus()
+            max_entries = possible_cpus()
         use_btf = coll.btf_fd is not None and (ms.btf_key_type_id or ms.btf_value_type_id) and \
             int(ms.type) not in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.PERF_EVENT_ARRAY,
                                  MapType.PROG_ARRAY, MapType.RINGBUF, MapType.STACK_TRACE)

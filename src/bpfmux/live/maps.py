@@ -25,39 +25,18 @@ the map's BTF when it has one, raw ``bytes`` otherwise (ints are accepted for
 from __future__ import annotations
 
 import errno as _errno
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import api
 from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
 from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ..host.cpus import possible_cpus
 from ..uapi import MapFlags, MapType, UpdateFlags
 from . import sys as _sys
 
 _ENOTSUPP = 524
 _BATCH = 256
-
-
-@functools.cache
-def possible_cpus() -> int:
-    """Number of possible CPUs (``/sys/devices/system/cpu/possible``), the
-    length of a per-CPU value.
-
-    :raises BpfError: the file cannot be read or parsed.
-    """
-    try:
-        text = open("/sys/devices/system/cpu/possible").read().strip()
-    except OSError as err:
-        raise BpfError(err.errno or _errno.EIO, "cannot read /sys/devices/system/cpu/possible") from None
-    try:
-        n = 0
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            n = max(n, int(hi or lo) + 1)
-        return n
-    except ValueError:
-        raise BpfError(_errno.EINVAL, f"cannot parse possible CPUs {text!r}") from None
 
 
 def _round8(n: int) -> int:

@@ -21,15 +21,14 @@ import os
 from functools import lru_cache
 
 from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ..host import tracefs
 from ..uapi import PerfHwId, PerfSwId, PerfType
 from . import sys as _sys
-from . import tracefs
 
 __all__ = [
     "PERF_FLAG_FD_CLOEXEC",
     "PerfEvent",
     "make_attr",
-    "online_cpus",
     "open_hardware",
     "open_kprobe",
     "open_software",
@@ -221,39 +220,6 @@ def parse_format_bit(text: str, source: str = "format") -> int:
     if bit > 63:
         raise ParseError(f"bit {bit} out of range", 0, source)
     return bit
-
-
-def online_cpus() -> list[int]:
-    """CPUs that are online (``/sys/devices/system/cpu/online``, e.g. ``0-3,6``).
-
-    :raises ParseError: the list is malformed.
-    """
-    try:
-        with open("/sys/devices/system/cpu/online", encoding="ascii") as f:
-            text = f.read().strip()
-    except OSError:
-        return list(range(os.cpu_count() or 1))
-    return parse_cpu_list(text)
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """``"0-3,6"`` → ``[0, 1, 2, 3, 6]``.
-
-    :raises ParseError: malformed list.
-    """
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        a, sep, b = part.partition("-")
-        if not a.isdigit() or (sep and not b.isdigit()):
-            raise ParseError(f"bad CPU list {text!r}")
-        lo, hi = int(a), int(b) if sep else int(a)
-        if hi < lo or hi > 1 << 16:
-            raise ParseError(f"bad CPU range {part!r}")
-        out.extend(range(lo, hi + 1))
-    return out
 
 
 # ---------------------------------------------------------------------------

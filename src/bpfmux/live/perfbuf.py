@@ -33,9 +33,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from ..errors import BpfError, NotSupportedError, ParseError
+from ..host.cpus import online_cpus
 from ..uapi import MapType, PerfSwId, PerfType
 from . import sys as _sys
-from .maps import possible_cpus
 from .ringbuf import _decoder
 
 _PAGE = mmap.PAGESIZE
@@ -46,18 +46,6 @@ _U64 = struct.Struct("<Q")
 _LOST = struct.Struct("<QQ")
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
-
-
-def _online_cpus() -> list[int]:
-    try:
-        text = open("/sys/devices/system/cpu/online").read().strip()
-    except OSError:
-        return list(range(possible_cpus()))
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 class _CpuRing:
@@ -113,7 +101,7 @@ class PerfBuffer:
         self._closed = False
         self._ep = select.epoll()
         try:
-            for cpu in _online_cpus():
+            for cpu in online_cpus():
                 if cpu >= info.max_entries:
                     break
                 attr = _sys.PerfEventAttr(type=PerfType.SOFTWARE, config=PerfSwId.BPF_OUTPUT,

@@ -130,7 +130,7 @@ def _has_btf() -> bool:
 
 
 def _tracepoints(spec: ProbeSpec) -> list[tuple[str, str]]:
-    from ..live import tracefs
+    from ..host import tracefs
 
     found = tracefs.list_tracepoints(f"{spec.category}:{spec.name}")
     if not found:
@@ -232,7 +232,7 @@ def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]
         if mode == "latency":
             raise ParseError(f"--latency needs function probes (uprobe, kprobe, fentry) or syscall tracepoints, "
                              f"not {spec.text!r}")  # fmt: skip
-        from ..live import tracefs
+        from ..host import tracefs
 
         if spec.category or is_glob(spec.name):
             pattern = f"{spec.category or '*'}:{spec.name}"

@@ -3,7 +3,7 @@
 Kernel addresses go through ``/proc/kallsyms`` (nearest text symbol at or
 below the address). User addresses go through the process's
 ``/proc/PID/maps`` (which file, at which file offset) and that file's ELF
-symbols (:class:`bpfmux.live.symbols.ElfSymbols`). Process maps are
+symbols (:class:`bpfmux.host.elfsyms.ElfSymbols`). Process maps are
 remembered once read, so stacks of processes that have exited by the time
 the report is printed still resolve when they were seen earlier
 (:meth:`Symbolizer.remember`).
@@ -70,7 +70,7 @@ class Symbolizer:
         if self._kernel is None:
             entries: list[tuple[int, int, str]] = []
             with contextlib.suppress(OSError, BpfmuxError):
-                from ..live.symbols import KernelSymbols
+                from ..host.kallsyms import KernelSymbols
 
                 for s in KernelSymbols.load().symbols:
                     if s.is_function and s.address:
@@ -97,7 +97,7 @@ class Symbolizer:
         if path not in self._elf:
             table = None
             with contextlib.suppress(OSError, BpfmuxError):
-                from ..live.symbols import ElfSymbols
+                from ..host.elfsyms import ElfSymbols
 
                 syms = ElfSymbols.cached(path)
                 table = _Table([(s.offset, s.size, s.name) for s in syms.symbols])

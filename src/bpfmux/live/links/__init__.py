@@ -110,30 +110,7 @@ __all__ = [
     "attach_uprobe_multi",
     "close_all",
     "deferred_signals",
-    "syscall_function",
 ]
-
-
-def syscall_function(name: str) -> str:
-    """The kernel function behind syscall ``name`` (``"getpid"`` →
-    ``"__x64_sys_getpid"``), as a ``ksyscall/NAME`` section means it: the
-    architecture's syscall wrapper when kallsyms has one, else ``sys_NAME``.
-    """
-    import os
-
-    from ..symbols import KernelSymbols
-
-    prefixes = {"x86_64": "__x64_sys_", "aarch64": "__arm64_sys_", "s390x": "__s390x_sys_",
-                "riscv64": "__riscv_sys_", "ppc64le": "sys_"}  # fmt: skip
-    cand = prefixes.get(os.uname().machine, "sys_") + name
-    try:
-        ks = KernelSymbols.cached()
-    except OSError:
-        return cand
-    for c in (cand, f"__se_sys_{name}", f"sys_{name}"):
-        if c in ks:
-            return c
-    return cand
 
 
 def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
@@ -207,6 +184,8 @@ def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
                                     "program as a uprobe on the probe's address instead")  # fmt: skip
         t = need()
         if kind == "ksyscall" and target == info.target:
+            from ...host.kallsyms import syscall_function
+
             t = syscall_function(t)
         if ":" in t:
             return attach_uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)

@@ -16,10 +16,11 @@ from typing import Any
 
 from ...api import MultiLink
 from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ...host import tracefs
+from ...host.globs import match
+from ...host.kallsyms import KernelSymbols
 from ...uapi import AttachType
 from .. import sys as _sys
-from .. import tracefs
-from ..symbols import KernelSymbols, match
 from ._base import UNSUPPORTED_ERRNOS, FdLink, expected_attach_type, prog_fd
 
 __all__ = ["KprobeMultiLink", "attach_kprobe_multi", "resolve_kernel_functions"]

@@ -24,8 +24,8 @@ from typing import Any
 
 from ...api import Link, MultiLink
 from ...errors import NotSupportedError, ParseError
+from ...host import tracefs
 from ...uapi import AttachType, ProgType
-from .. import tracefs
 from ._base import close_all, deferred_signals, expected_attach_type, prog_fd, prog_type, section_info
 
 __all__ = ["GroupLink", "attach_many", "expand_tracepoints"]

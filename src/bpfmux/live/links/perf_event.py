@@ -18,6 +18,7 @@ import errno as _errno
 from typing import Any
 
 from ...errors import BpfError, NotSupportedError, ParseError
+from ...host.cpus import online_cpus
 from .. import perf as _perf
 from .. import sys as _sys
 from ._base import FdLink, close_all, prog_fd
@@ -153,7 +154,7 @@ def attach_sampling(program: Any, event: str | int = "cpu_clock", *, hardware: b
     opener = _perf.open_hardware if hardware else _perf.open_software
     links: list[PerfEventLink] = []
     try:
-        for cpu in cpus if cpus is not None else _perf.online_cpus():
+        for cpu in cpus if cpus is not None else online_cpus():
             ev = opener(config, cpu, pid, sample_period=sample_period, sample_freq=sample_freq)
             links.append(attach_perf_event(program, ev, cookie=cookie, via=via, kind="perf_event"))
     except BaseException:

@@ -38,7 +38,7 @@ def attach_raw_tracepoint(program: Any, name: str, *, cookie: int | None = None)
         fd = _sys.raw_tracepoint_open(bare, prog_fd(program), cookie or 0)
     except BpfError as e:
         if e.errno == _errno.ENOENT:
-            raise NotFoundError("raw tracepoint", bare, "list them with bpfmux.live.tracefs.list_tracepoints()") from e
+            raise NotFoundError("raw tracepoint", bare, "list them with 'bpfmux trace -l'") from e
         if e.errno == _errno.EINVAL and cookie:
             raise NotSupportedError("raw_tp cookie", f"raw tracepoint cookies need Linux 6.10+ ({e})") from e
         raise

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ParseError
+from ...host.elfsyms import ElfSymbols
+from ...host.ldcache import resolve_binary
 from .. import perf as _perf
-from ..symbols import ElfSymbols, resolve_binary
 from ._base import prog_fd
 from ._targets import parse_uprobe_target
 from .perf_event import PerfEventLink, attach_perf_event

@@ -16,9 +16,10 @@ from typing import Any
 
 from ...api import MultiLink
 from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ...host.elfsyms import ElfSymbols
+from ...host.ldcache import resolve_binary
 from ...uapi import AttachType
 from .. import sys as _sys
-from ..symbols import ElfSymbols, resolve_binary
 from ._base import UNSUPPORTED_ERRNOS, FdLink, close_all, deferred_signals, expected_attach_type, prog_fd
 from ._targets import parse_uprobe_target
 

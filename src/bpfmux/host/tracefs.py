@@ -12,7 +12,7 @@ import os
 from functools import lru_cache
 
 from ..errors import NotFoundError, NotSupportedError, ParseError
-from .symbols import match
+from .globs import match
 
 __all__ = [
     "available_filter_functions",

@@ -1,4 +1,4 @@
-"""Symbols of the kernel (``/proc/kallsyms``) and of user binaries (ELF).
+"""Function symbols of user binaries (ELF), with file offsets for uprobes.
 
 Uprobes name their target by *file offset* inside a binary, so an ELF symbol's
 virtual address is turned into a file offset through the program headers (the
@@ -8,206 +8,25 @@ symbol versions: ``getpid@@GLIBC_2.2.5`` is the default version,
 of a stripped binary (found through its build id or ``.gnu_debuglink``), as
 other tracers do.
 
-Library names without a slash are resolved through the dynamic linker's cache
-(``/etc/ld.so.cache``), then a list of common library directories, then
-``$PATH`` (for executables).
-
-All parsers raise :class:`~bpfmux.errors.ParseError` on malformed input and
+Parsers raise :class:`~bpfmux.errors.ParseError` on malformed input and
 :class:`~bpfmux.errors.NotFoundError` when a name is missing.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from .globs import match
+from .ldcache import resolve_binary
 
-__all__ = [
-    "ElfSymbol",
-    "ElfSymbols",
-    "KernelSymbol",
-    "KernelSymbols",
-    "ld_cache",
-    "match",
-    "parse_kallsyms",
-    "parse_ld_cache",
-    "resolve_binary",
-]
+__all__ = ["ElfSymbol", "ElfSymbols"]
 
-# ---------------------------------------------------------------------------
-# glob matching
-
-
-def match(pattern: str, names: Iterable[str]) -> list[str]:
-    """Names matching a shell glob (``*``, ``?``, ``[...]``), case-sensitive, in input order.
-
-    :raises ParseError: the pattern is empty.
-    """
-    if not pattern:
-        raise ParseError("empty symbol pattern; give a name or a glob such as 'str*'")
-    if not _is_glob(pattern):
-        return [n for n in names if n == pattern]
-    return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
-
-
-def _is_glob(pattern: str) -> bool:
-    return any(c in pattern for c in "*?[")
-
-
-# ---------------------------------------------------------------------------
-# kernel symbols
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSymbol:
-    """One line of ``/proc/kallsyms``.
-
-    :ivar name: symbol name.
-    :ivar address: its address (0 when the kernel hides addresses from this user).
-    :ivar type: the ``nm`` type letter (``T``/``t`` text, ``D``/``d`` data, …).
-    :ivar module: the module it belongs to, ``None`` for the core kernel.
-    """
-
-    name: str
-    address: int
-    type: str
-    module: str | None = None
-
-    @property
-    def is_function(self) -> bool:
-        """True for text symbols (``T``, ``t``, ``W``, ``w``)."""
-        return self.type in "TtWw"
-
-
-def parse_kallsyms(text: str, source: str = "/proc/kallsyms") -> list[KernelSymbol]:
-    """Parse the text of ``/proc/kallsyms``.
-
-    Each line is ``ADDRESS TYPE NAME`` optionally followed by ``\\t[module]``.
-
-    :raises ParseError: a line does not have that shape (``offset`` is the
-        1-based line number).
-    """
-    out: list[KernelSymbol] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        module = None
-        body = line
-        if line.endswith("]"):
-            lb = line.rfind("[")
-            if lb < 0:
-                raise ParseError(f"unbalanced module bracket in {line!r}", lineno, source)
-            module = line[lb + 1 : -1].strip()
-            body = line[:lb]
-            if not module:
-                raise ParseError(f"empty module name in {line!r}", lineno, source)
-        parts = body.split()
-        if len(parts) != 3:
-            raise ParseError(f"expected 'ADDRESS TYPE NAME', got {line!r}", lineno, source)
-        addr_s, typ, name = parts
-        if len(typ) != 1 or not typ.isalpha() and typ not in "?-":
-            raise ParseError(f"bad symbol type {typ!r} in {line!r}", lineno, source)
-        try:
-            address = int(addr_s, 16)
-        except ValueError:
-            raise ParseError(f"bad address {addr_s!r} in {line!r}", lineno, source) from None
-        if address < 0:
-            raise ParseError(f"bad address {addr_s!r} in {line!r}", lineno, source)
-        out.append(KernelSymbol(name, address, typ, module))
-    return out
-
-
-class KernelSymbols:
-    """The kernel's symbol table, indexed by name.
-
-    :ivar symbols: every symbol, in file order.
-    """
-
-    def __init__(self, symbols: Sequence[KernelSymbol], source: str = "/proc/kallsyms") -> None:
-        self.symbols = tuple(symbols)
-        self.source = source
-        self._by_name: dict[str, list[KernelSymbol]] = {}
-        for s in self.symbols:
-            self._by_name.setdefault(s.name, []).append(s)
-
-    @classmethod
-    def load(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
-        """Read and parse ``path``.
-
-        :raises BpfError: the file cannot be read (``OSError`` subclass).
-        :raises ParseError: the file is malformed.
-        """
-        with open(path, encoding="ascii", errors="replace") as f:
-            return cls(parse_kallsyms(f.read(), path), path)
-
-    @classmethod
-    def cached(cls, path: str = "/proc/kallsyms") -> KernelSymbols:
-        """:meth:`load`, done once per process (module loads after that are
-        not seen; call :meth:`load` for a fresh table).
-
-        :raises OSError: the file cannot be read.
-        :raises ParseError: the file is malformed.
-        """
-        return _cached_kallsyms(path)
-
-    @property
-    def addresses_visible(self) -> bool:
-        """False when every address reads 0 (``kptr_restrict``, not root)."""
-        return any(s.address for s in self.symbols)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
-
-    def __len__(self) -> int:
-        return len(self.symbols)
-
-    def lookup(self, name: str, module: str | None = None) -> KernelSymbol:
-        """The symbol called ``name`` (core kernel first, unless ``module`` is given).
-
-        :raises NotFoundError: no such symbol.
-        """
-        cands = self._by_name.get(name, [])
-        if module is not None:
-            cands = [s for s in cands if s.module == module]
-        if not cands:
-            where = f" in module {module}" if module else ""
-            raise NotFoundError("kernel symbol", name, f"it is not in {self.source}{where}; check the spelling")
-        core = [s for s in cands if s.module is None]
-        return (core or cands)[0]
-
-    def address(self, name: str) -> int:
-        """Address of ``name``.
-
-        :raises NotFoundError: no such symbol.
-        """
-        return self.lookup(name).address
-
-    def match(self, pattern: str, functions_only: bool = True) -> list[KernelSymbol]:
-        """Symbols whose name matches ``pattern`` (a glob), one per name, in file order.
-
-        :raises ParseError: empty pattern.
-        """
-        names = match(pattern, self._by_name)
-        out = []
-        for n in names:
-            syms = [s for s in self._by_name[n] if s.is_function or not functions_only]
-            if syms:
-                out.append(syms[0])
-        return out
-
-    def names_at(self, address: int) -> list[str]:
-        """All names whose address is exactly ``address``."""
-        return [s.name for s in self.symbols if s.address == address]
-
-
-# ---------------------------------------------------------------------------
-# ELF symbols
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,10 +319,6 @@ class ElfSymbols:
 
 
 @lru_cache(maxsize=2)
-def _cached_kallsyms(path: str) -> KernelSymbols:
-    return KernelSymbols.load(path)
-
-
 @lru_cache(maxsize=32)
 def _cached_elf(path: str, size: int, mtime_ns: int) -> ElfSymbols:
     return ElfSymbols(path)
@@ -759,144 +574,3 @@ def _read_symbols(t: _Table, prefix: bytes = b"") -> list[tuple[int, _RawSym]]:
     return out
 
 
-# ---------------------------------------------------------------------------
-# library resolution
-
-_LD_CACHE_MAGIC = b"glibc-ld.so.cache1.1"
-_LD_CACHE_HDR = struct.Struct("<20sIIB3xI12x")
-_LD_CACHE_ENTRY = struct.Struct("<iIIIQ")
-_FLAG_ELF_LIBC6 = 0x0003
-_FLAG_X8664_LIB64 = 0x0300
-_OLD_MAGIC = b"ld.so-1.7.0"
-
-_COMMON_DIRS = (
-    "/lib/x86_64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-    "/lib64",
-    "/usr/lib64",
-    "/lib",
-    "/usr/lib",
-    "/usr/local/lib",
-)
-
-
-def parse_ld_cache(data: bytes, source: str = "/etc/ld.so.cache") -> list[tuple[str, str, int]]:
-    """Entries ``(soname, path, flags)`` of a glibc ``ld.so.cache`` (format 1.1).
-
-    An old-format (``ld.so-1.7.0``) prefix is skipped.
-
-    :raises ParseError: not a cache file, or a truncated/corrupt one.
-    """
-    start = 0
-    if data.startswith(_OLD_MAGIC):
-        if len(data) < 16:
-            raise ParseError("truncated old-format ld.so.cache header", 0, source)
-        (nold,) = struct.unpack_from("<I", data, 12)
-        start = 16 + nold * 12
-        start = (start + 7) & ~7
-        # the new table follows, aligned to 8 bytes (search a few positions to be lenient)
-        pos = data.find(_LD_CACHE_MAGIC, start if start <= len(data) else len(data))
-        if pos < 0:
-            raise ParseError("old-format ld.so.cache without a new-format table", start, source)
-        start = pos
-    if data[start : start + len(_LD_CACHE_MAGIC)] != _LD_CACHE_MAGIC:
-        raise ParseError("not a glibc ld.so.cache (bad magic)", start, source)
-    if len(data) < start + _LD_CACHE_HDR.size:
-        raise ParseError("truncated ld.so.cache header", start, source)
-    _magic, nlibs, len_strings, _flags, _ext = _LD_CACHE_HDR.unpack_from(data, start)
-    table = start + _LD_CACHE_HDR.size
-    if table + nlibs * _LD_CACHE_ENTRY.size > len(data):
-        raise ParseError(f"ld.so.cache claims {nlibs} entries but is only {len(data)} bytes", table, source)
-    base = start  # string offsets are relative to the new-format header
-
-    def string(off: int, where: int) -> str:
-        p = base + off
-        if not 0 <= p < len(data):
-            raise ParseError(f"string offset {off} out of range", where, source)
-        end = data.find(b"\0", p)
-        if end < 0:
-            raise ParseError(f"unterminated string at {off}", where, source)
-        return data[p:end].decode("utf-8", "replace")
-
-    out = []
-    for i in range(nlibs):
-        pos = table + i * _LD_CACHE_ENTRY.size
-        flags, key, value, _osv, _hwcap = _LD_CACHE_ENTRY.unpack_from(data, pos)
-        out.append((string(key, pos), string(value, pos), flags))
-    return out
-
-
-@lru_cache(maxsize=4)
-def _ld_cache_cached(path: str, mtime_ns: int) -> tuple[tuple[str, str, int], ...]:
-    with open(path, "rb") as f:
-        return tuple(parse_ld_cache(f.read(), path))
-
-
-def ld_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, str, int]]:
-    """Entries of the dynamic linker cache (empty when there is none).
-
-    :raises ParseError: the cache file is corrupt.
-    """
-    try:
-        st = os.stat(path)
-    except OSError:
-        return []
-    return list(_ld_cache_cached(path, st.st_mtime_ns))
-
-
-def resolve_binary(name: str, *, cache_path: str = "/etc/ld.so.cache") -> str:
-    """Path of a binary or library named ``name``.
-
-    A name with a ``/`` is a path and must exist. Otherwise: an exact soname in
-    the linker cache (``libc.so.6``), then ``lib<name>.so*``/``<name>.so*``
-    (``c``, ``libc``), then the common library directories, then ``$PATH``.
-    64-bit x86 entries of the cache are preferred.
-
-    :raises NotFoundError: nothing of that name is found.
-    """
-    if not name:
-        raise NotFoundError("binary", name, "give a path or a library name such as 'libc.so.6'")
-    if "/" in name:
-        if os.path.exists(name):
-            return os.path.abspath(name)
-        raise NotFoundError("binary", name, "the file does not exist; check the path")
-    try:
-        entries = ld_cache(cache_path)
-    except ParseError:
-        entries = []
-
-    def pick(cands: list[tuple[str, str, int]]) -> str | None:
-        good = [c for c in cands if os.path.exists(c[1])]
-        if not good:
-            return None
-        native = [c for c in good if c[2] & 0xFF00 == _FLAG_X8664_LIB64 and c[2] & 0xFF == _FLAG_ELF_LIBC6]
-        return (native or good)[0][1]
-
-    exact = pick([e for e in entries if e[0] == name])
-    if exact:
-        return exact
-    stems = [name] if name.startswith("lib") else [f"lib{name}", name]
-    for stem in stems:
-        found = pick([e for e in entries if e[0].startswith(stem + ".so")])
-        if found:
-            return found
-    for d in _COMMON_DIRS:
-        for cand in [name] + [f"{s}.so" for s in stems]:
-            p = os.path.join(d, cand)
-            if os.path.isfile(p):
-                return p
-        try:
-            listing = sorted(os.listdir(d))
-        except OSError:
-            continue
-        for stem in stems:
-            for f in listing:
-                if f.startswith(stem + ".so"):
-                    return os.path.join(d, f)
-    for d in os.environ.get("PATH", "").split(os.pathsep):
-        p = os.path.join(d, name)
-        if d and os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    raise NotFoundError(
-        "binary", name, "not in the linker cache, the common library directories or $PATH; give its full path"
-    )
