@@ -20,7 +20,7 @@ import time
 
 from _common import write_result
 from bpfmux.btf import Btf
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.isa.build import R0, Asm
 from bpfmux.uapi import AttachType, BtfKind, ProgFlags, ProgType
 

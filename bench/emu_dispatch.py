@@ -20,9 +20,9 @@ import sys
 import time
 
 from _common import write_result
-from bpfmux.emu.kernel import Emulator
-from bpfmux.emu.links import TracingLink
-from bpfmux.emu.trampoline import Attachment, ProgKind
+from bpfmux.emu.kernel.emulator import Emulator
+from bpfmux.emu.kernel.links import TracingLink
+from bpfmux.emu.kernel.trampoline import Attachment, ProgKind
 from bpfmux.isa.build import R0, Asm
 from bpfmux.uapi import AttachType, ProgFlags, ProgType
 

@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # heavy backends load on first use, so ``import bpfmux`` stays cheap
     if name == "Emulator":
-        from .emu.kernel import Emulator
+        from .emu.kernel.emulator import Emulator
 
         return Emulator
     if name == "LiveKernel":

@@ -81,7 +81,7 @@ def _close_every(objects: list[Any]) -> None:
 def emulator_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Make emulators (``emulator_factory(policy="filter")``); all closed after
     the test, every one even if a close fails (the first error is raised then)."""
-    from .emu.kernel import Emulator
+    from .emu.kernel.emulator import Emulator
 
     made: list[Emulator] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 
 
 @pytest.fixture

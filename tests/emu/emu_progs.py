@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.isa.build import R0, R1, R2, R6, R7, R10, Asm
 from bpfmux.uapi import HelperId, MapType, ProgType
 

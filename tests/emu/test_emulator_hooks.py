@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bpfmux.abi.ptregs import PT_REGS_FIELDS, reg_offset
 from bpfmux.abi.tpformat import load_format
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.errors import BpfError
 from bpfmux.uapi import BPF_TRACE_MAX_PROGS, AttachType, MapType, ProgType
 
@@ -56,7 +56,7 @@ def test_link_holds_perf_event_and_owns_its_program(emu, counts):
     a = counter_prog(emu, ProgType.TRACEPOINT, counts, 0, "A")
     pe = emu.perf_event_open(tracepoint=TP)
     link = a.attach(TP)  # tracepoint program: its own perf event + BPF_PERF_EVENT link
-    from bpfmux.emu.links import PerfEventLink
+    from bpfmux.emu.kernel.links import PerfEventLink
 
     b = counter_prog(emu, ProgType.TRACEPOINT, counts, 1, "B")
     lb = PerfEventLink(emu, b, pe)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 
 OBJ = Path(__file__).resolve().parents[1] / "bpf" / "kprobes.bpf.o"
 

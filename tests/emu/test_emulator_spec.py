@@ -9,8 +9,8 @@ import os
 import pytest
 from emu_progs import ctx_dump_prog, words
 
-from bpfmux.emu.kernel import Emulator
-from bpfmux.emu.trampoline import Param
+from bpfmux.emu.kernel.emulator import Emulator
+from bpfmux.emu.kernel.trampoline import Param
 from bpfmux.errors import BpfError, NotFoundError, VerifierError
 from bpfmux.isa.build import R0, Asm
 from bpfmux.uapi import MAX_MULTI_FUNCS, AttachType, ProgFlags, ProgType

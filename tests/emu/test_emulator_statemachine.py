@@ -11,9 +11,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from bpfmux.emu.kernel import Emulator
-from bpfmux.emu.links import TracingLink
-from bpfmux.emu.trampoline import Attachment, ProgKind
+from bpfmux.emu.kernel.emulator import Emulator
+from bpfmux.emu.kernel.links import TracingLink
+from bpfmux.emu.kernel.trampoline import Attachment, ProgKind
 from bpfmux.isa.build import R0, R6, R7, R8, Asm
 from bpfmux.uapi import AttachType, MapType, ProgFlags, ProgType
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.errors import BpfError
 from bpfmux.uapi import AttachType, ProgFlags, ProgType
 

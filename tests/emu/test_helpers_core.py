@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from bpfmux.emu import VM, AddressSpace, Clock, RunContext, Task
-from bpfmux.emu.helpers import HelperTable
+from bpfmux.emu.vm.helpers import HelperTable
 from bpfmux.errors import BpfmuxError, EmulatorFault
 from bpfmux.isa.asm import assemble
 

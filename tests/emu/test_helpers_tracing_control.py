@@ -63,7 +63,7 @@ class TestTracing:
 
     def test_trampoline_call_info_fits(self, vm):
         """The trampoline layer's CallInfo works as RunContext.tracing."""
-        from bpfmux.emu.trampoline.frame import CallInfo
+        from bpfmux.emu.kernel.trampoline.frame import CallInfo
 
         frame = bytearray(struct.pack("<8Q", 0xABC, 7, 8, 0, 0, 0, 0, 0))
         info = CallInfo(ip=0xABC, nargs=2, frame=frame, cookie=4)
@@ -190,7 +190,7 @@ def test_strncmp(vm):
 
 
 def test_session_kfuncs(vm):
-    from bpfmux.emu.helpers.tracing import KFUNCS
+    from bpfmux.emu.vm.helpers.tracing import KFUNCS
 
     vm.register_kfunc(1001, KFUNCS["bpf_session_is_return"])
     vm.register_kfunc(1002, KFUNCS["bpf_session_cookie"])

@@ -11,8 +11,8 @@ import errno
 
 import pytest
 
-from bpfmux.emu.trampoline import Abi, Attachment, FunctionTable, ProgKind, make_policy
-from bpfmux.emu.trampoline.frame import read_slots
+from bpfmux.emu.kernel.trampoline import Abi, Attachment, FunctionTable, ProgKind, make_policy
+from bpfmux.emu.kernel.trampoline.frame import read_slots
 from bpfmux.errors import BpfError
 from bpfmux.uapi import BPF_MAX_TRAMP_LINKS
 
@@ -287,7 +287,7 @@ def test_costs_show_the_designs(table):
 
 
 def test_function_table_refuses_duplicates_with_parse_error(table) -> None:
-    from bpfmux.emu.trampoline.functions import KernelFunction, Param
+    from bpfmux.emu.kernel.trampoline.functions import KernelFunction, Param
     from bpfmux.errors import ParseError
 
     f2 = table["f2"]

@@ -10,8 +10,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from bpfmux.emu.trampoline import Abi, Attachment, FunctionTable, ProgKind, make_policy
-from bpfmux.emu.trampoline.frame import read_slots
+from bpfmux.emu.kernel.trampoline import Abi, Attachment, FunctionTable, ProgKind, make_policy
+from bpfmux.emu.kernel.trampoline.frame import read_slots
 from bpfmux.errors import BpfError
 
 POLICIES = ["clone", "filter", "per-function"]

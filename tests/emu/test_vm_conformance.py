@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bpfmux.cli.main import main
-from bpfmux.emu.conformance import run_case
+from bpfmux.emu.vm.conformance import run_case
 from bpfmux.isa.conformance import load_case, load_suite
 
 CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "conformance"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpfmux.emu.memory import FIRST_SLOT, AddressSpace
+from bpfmux.emu.vm.memory import FIRST_SLOT, AddressSpace
 from bpfmux.errors import BpfmuxError, EmulatorFault
 
 

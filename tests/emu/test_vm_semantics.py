@@ -391,8 +391,8 @@ class TestLegacyPacket:
 
 def test_fast_tier_dispatch_form_agrees(vm):
     """The fallback block-dispatch translation computes the same results."""
-    from bpfmux.emu import translate
-    from bpfmux.emu.progen import random_program
+    from bpfmux.emu.vm import translate
+    from bpfmux.emu.vm.progen import random_program
 
     for seed in range(40):
         g = random_program(seed)
@@ -406,7 +406,7 @@ def test_fast_tier_dispatch_form_agrees(vm):
 
 
 def test_source_is_cached_between_identical_programs(vm):
-    from bpfmux.emu import translate
+    from bpfmux.emu.vm import translate
 
     insns = assemble("mov %r0, 1\nadd %r0, 2\nexit")
     a, b = vm.load(insns), vm.load(insns, name="prog")

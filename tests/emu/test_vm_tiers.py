@@ -1,6 +1,6 @@
 """The checked and the fast tier give identical results.
 
-Random programs (:mod:`bpfmux.emu.progen`) — verifier-valid ones and wild
+Random programs (:mod:`bpfmux.emu.vm.progen`) — verifier-valid ones and wild
 ones that fault — run on both tiers: the same ``r0`` and context, or the same
 fault (message, instruction and address).
 """
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpfmux.emu import VM
-from bpfmux.emu.progen import CTX_SIZE, random_program
+from bpfmux.emu.vm.progen import CTX_SIZE, random_program
 from bpfmux.errors import EmulatorFault
 
 
@@ -129,6 +129,7 @@ def test_valid_instruction_soup(insns, ctx):
     with VM() as vm:
         vm.max_insns = vm.max_loop_iterations = 2000
         vm.may_goto_budget = 50
+        vm.clock.set(1_000_000_000)  # both tiers read the same bpf_ktime_get_ns
         try:
             prog = vm.load(insns)
         except (VerifierError, NotSupportedError):
@@ -146,7 +147,7 @@ def test_valid_instruction_soup(insns, ctx):
 def test_map_programs_agree(seed, ops):
     """Random map operations (the fast tier calls the maps directly): same
     return codes, context and map contents on both tiers."""
-    from bpfmux.emu.progen import random_map_program
+    from bpfmux.emu.vm.progen import random_map_program
 
     g = random_map_program(seed, ops)
     results = []

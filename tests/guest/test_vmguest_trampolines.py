@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from vmguest_expect import BPF_DIR, FENTRY_TESTS
 
-from bpfmux.emu.kernel import Emulator
+from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.live import LiveKernel
 from bpfmux.live.links import TracingLink
 

@@ -2,7 +2,7 @@
 (and what it rejects, ours rejects).
 
 Each program is loaded on its own through ``LiveKernel`` (the kernel's
-verdict) and checked with ``bpfmux.emu.verifier_obj.verify_program`` (ours).
+verdict) and checked with ``bpfmux.emu.verifier.objects.verify_program`` (ours).
 Programs the kernel cannot load for a reason other than its verifier (a
 program kind it refuses, such as fentry here, or a kernel symbol it lacks)
 give no verdict; they are listed, not compared. The VM tier runs this file in
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bpfmux.btf import Btf
-from bpfmux.emu.verifier_obj import verify_program
+from bpfmux.emu.verifier.objects import verify_program
 from bpfmux.errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, VerifierError
 from bpfmux.obj import load_object
 

@@ -1,6 +1,6 @@
 """Differential testing of the emulator's VM against the real kernel.
 
-1. Random verifier-valid programs (:mod:`bpfmux.emu.progen`: ALU, JMP/JMP32,
+1. Random verifier-valid programs (:mod:`bpfmux.emu.vm.progen`: ALU, JMP/JMP32,
    stack and context memory, atomics, loops, bpf-to-bpf calls) run as
    ``BPF_PROG_TYPE_SYSCALL`` programs through ``BPF_PROG_TEST_RUN`` and on
    both emulator tiers. The kernel writes the context back; each program
@@ -8,7 +8,7 @@
    ``retval`` and the whole context compares every register and all memory.
    **test_random_programs_10000** is the long one (10,000 programs, marked
    ``slow``; about half a minute: one fd at a time, closed at once, one VM).
-2. Random map programs (:func:`~bpfmux.emu.progen.random_map_program`):
+2. Random map programs (:func:`~bpfmux.emu.vm.progen.random_map_program`):
    updates with every flag, lookups writing through the value pointer and
    deletes on a hash and an array map; return codes, context and the maps'
    contents after the run must agree.
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from bpfmux.emu import VM, Task
-from bpfmux.emu.progen import random_program
+from bpfmux.emu.vm.progen import random_program
 from bpfmux.host.kconfig import kernel_config
 from bpfmux.isa.insn import encode
 from bpfmux.live import sys as lsys
@@ -78,7 +78,7 @@ def test_random_programs_10000(root_required):
 
 
 def test_random_map_programs(root_required):
-    from bpfmux.emu.progen import random_map_program
+    from bpfmux.emu.vm.progen import random_map_program
 
     mismatches = []
     for seed in range(1000):

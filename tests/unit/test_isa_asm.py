@@ -88,7 +88,7 @@ def test_conformance_negative_case(path: Path) -> None:
         if NOT_ASSEMBLER_ERRORS[name] == "result":
             # the stated result differs from the bytes the program loads (little endian), and the VM
             # returns the bytes, not the stated result
-            from bpfmux.emu.vm import VM
+            from bpfmux.emu.vm.machine import VM
 
             loaded = int.from_bytes(case.mem[2:10], "little")
             assert case.result != loaded
@@ -96,7 +96,7 @@ def test_conformance_negative_case(path: Path) -> None:
                 for tier in ("checked", "fast"):
                     assert vm.load(insns).run(bytearray(case.mem), tier=tier).r0 == loaded
         else:
-            from bpfmux.emu.verifier import verify
+            from bpfmux.emu.verifier.core import verify
             from bpfmux.errors import VerifierError
             from bpfmux.uapi import ProgType
 

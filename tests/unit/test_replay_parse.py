@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpfmux.emu.replay import parse_calls, parse_workload
+from bpfmux.emu.kernel.replay import parse_calls, parse_workload
 from bpfmux.errors import ParseError
 
 

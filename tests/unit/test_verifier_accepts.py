@@ -37,7 +37,7 @@ from verifier_corpus import (
     _rand,
 )
 
-from bpfmux.emu.verifier import MapInfo, verify
+from bpfmux.emu.verifier.core import MapInfo, verify
 from bpfmux.errors import VerifierError
 from bpfmux.uapi import HelperId as H
 from bpfmux.uapi import ProgType as P

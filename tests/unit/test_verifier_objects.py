@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bpfmux.btf import Btf
-from bpfmux.emu.verifier_obj import verify_program
+from bpfmux.emu.verifier.objects import verify_program
 from bpfmux.errors import BpfmuxError, VerifierError
 from bpfmux.obj import load_object
 

@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..emu.conformance import run_suite
-from ..emu.vm import TIERS
+from ..emu.vm.conformance import run_suite
+from ..emu.vm.machine import TIERS
 
 __all__ = ["register"]
 

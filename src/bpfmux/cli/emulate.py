@@ -62,8 +62,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``bpfmux emulate``."""
-    from ..emu.kernel import Emulator
-    from ..emu.replay import apply, parse_calls, parse_workload
+    from ..emu.kernel.emulator import Emulator
+    from ..emu.kernel.replay import apply, parse_calls, parse_workload
     from ..errors import BpfmuxError, NotSupportedError
     from ..uapi import ProgType
 

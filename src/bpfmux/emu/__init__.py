@@ -3,16 +3,16 @@
 Overview
 ========
 
-* :class:`~bpfmux.emu.vm.VM` — one emulated kernel's BPF machinery: an
-  :class:`~bpfmux.emu.memory.AddressSpace`, maps (with emulated fds),
-  programs, the :class:`~bpfmux.emu.helpers.HelperTable`, the current
-  :class:`~bpfmux.emu.runtime.Task`, the :class:`~bpfmux.emu.runtime.Clock`
+* :class:`~bpfmux.emu.vm.machine.VM` — one emulated kernel's BPF machinery: an
+  :class:`~bpfmux.emu.vm.memory.AddressSpace`, maps (with emulated fds),
+  programs, the :class:`~bpfmux.emu.vm.helpers.HelperTable`, the current
+  :class:`~bpfmux.emu.vm.runtime.Task`, the :class:`~bpfmux.emu.vm.runtime.Clock`
   and the CPUs.
 * Two execution tiers with identical results:
 
-  - ``"checked"`` (:mod:`bpfmux.emu.interp`): an interpreter; every load and
+  - ``"checked"`` (:mod:`bpfmux.emu.vm.interp`): an interpreter; every load and
     store is checked against the region it falls in; counts instructions.
-  - ``"fast"`` (:mod:`bpfmux.emu.translate`): each BPF function translated to
+  - ``"fast"`` (:mod:`bpfmux.emu.vm.translate`): each BPF function translated to
     one Python function, compiled once and cached: registers are locals, the
     control-flow graph becomes structured Python (natural loops → ``for``
     loops, forward branches → ``if``; block dispatch only for irreducible
@@ -24,7 +24,7 @@ Overview
     faults are reported exactly like the checked tier (same message, slot and
     address). ``bench/vm_speed.py``: ~65 M instructions/s on an ALU loop.
 
-* Memory model (:mod:`bpfmux.emu.memory`): programs never touch host memory.
+* Memory model (:mod:`bpfmux.emu.vm.memory`): programs never touch host memory.
   A pointer is an integer in an emulated address space where each region
   (context, stack frame, map value, ring buffer record, packet) has its own
   4 GiB slot. A bad access raises :class:`bpfmux.errors.EmulatorFault` with
@@ -100,22 +100,22 @@ Register a helper (or a kfunc by BTF id)::
 
 Maps implement :class:`bpfmux.api.Map` (a ``MutableMapping``; keys and values
 as ``bytes``, ints packed little-endian, or through a codec such as
-:mod:`bpfmux.btf.codec`), see :mod:`bpfmux.emu.maps`. ``vm.trace_log``
+:mod:`bpfmux.btf.codec`), see :mod:`bpfmux.emu.vm.maps`. ``vm.trace_log``
 collects ``bpf_trace_printk`` output.
 
 A runaway unverified program is stopped: the checked tier after
 ``vm.max_insns`` instructions, the fast tier after ``vm.max_loop_iterations``
 iterations of one loop (EmulatorFault "does not terminate"). A VM is not
 thread-safe. Random programs for differential testing come from
-:mod:`bpfmux.emu.progen`; the conformance runner is
-:mod:`bpfmux.emu.conformance` (``bpfmux conformance DIR``).
+:mod:`bpfmux.emu.vm.progen`; the conformance runner is
+:mod:`bpfmux.emu.vm.conformance` (``bpfmux conformance DIR``).
 """
 
-from .helpers import HelperTable
-from .maps import EmuMap, create_map
-from .memory import AddressSpace, Region
-from .runtime import Clock, FuncCall, RunContext, RunState, Task, TracingInfo
-from .vm import TIERS, VM, EmuProgram, RunResult
+from .vm.helpers import HelperTable
+from .vm.machine import TIERS, VM, EmuProgram, RunResult
+from .vm.maps import EmuMap, create_map
+from .vm.memory import AddressSpace, Region
+from .vm.runtime import Clock, FuncCall, RunContext, RunState, Task, TracingInfo
 
 __all__ = [
     "TIERS",

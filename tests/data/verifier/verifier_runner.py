@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verifier_corpus import CASES, Case
 
-from bpfmux.emu.verifier import MapInfo, verify
+from bpfmux.emu.verifier.core import MapInfo, verify
 from bpfmux.errors import VerifierError
 from bpfmux.isa import Insn, encode
 

@@ -1,0 +1,218 @@
+"""Programs and collections of the emulated kernel (the :mod:`bpfmux.api` interface).
+
+An :class:`EmulatedProgram` wraps a VM program with what the object said
+about it (section, type, attach type, target, flags) and with the kernel's
+lifetime rule: the program lives while its fd, a perf event or a link holds
+it. Closing the fd after attaching does not detach it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ... import api
+from ...codecs import datasec_variables
+from ...errors import BpfmuxError
+from ...uapi import AttachType, ProgFlags, ProgType
+from ..vm.runtime import RunContext
+from .trampoline.frame import CallInfo
+
+if TYPE_CHECKING:
+    from ..vm.machine import EmuProgram, RunResult
+    from .emulator import Emulator
+
+
+class EmulatedProgram(api.Program):
+    """A program loaded into an :class:`~bpfmux.emu.Emulator`.
+
+    :ivar name: program name; :ivar section: its ELF section.
+    :ivar prog_type: :class:`~bpfmux.uapi.ProgType`.
+    :ivar attach_type: expected attach type.
+    :ivar target: attach target from the section (function, tracepoint, glob).
+    :ivar flags: program flags (``MULTI_FUNC`` for the seed ABI).
+    :ivar id: program id; :ivar fd: its emulated fd.
+    """
+
+    def __init__(self, emu: Emulator, vmprog: EmuProgram, *, section: str = "", attach_type: int = 0,
+                 target: str | None = None, flags: int = 0, spec: Any = None) -> None:
+        self.emu = emu
+        self.vmprog = vmprog
+        self.name = vmprog.name
+        self.section = section
+        self.prog_type = ProgType(vmprog.prog_type)
+        self.attach_type = attach_type
+        self.target = target
+        self.flags = ProgFlags(flags)
+        self.spec = spec
+        self.id = vmprog.id
+        self.fd = vmprog.fd
+        self._refs = 1  # the fd
+        self._fd_open = True
+        self.runs = 0
+        #: end of the highest context byte the verifier saw the program read
+        self.max_ctx_offset = 0
+
+    # -- lifetime -------------------------------------------------------------
+
+    def hold(self) -> None:
+        """An owner (perf event, link) takes a reference.
+
+        :raises BpfmuxError: the program was already freed.
+        """
+        if not self._refs:
+            raise BpfmuxError(f"program {self.name!r} was freed")
+        self._refs += 1
+
+    def release(self) -> None:
+        """An owner drops its reference; the last one frees the program."""
+        self._refs -= 1
+        if not self._refs:
+            self.vmprog.close()
+
+    @property
+    def freed(self) -> bool:
+        """True once nothing holds the program any more."""
+        return not self._refs
+
+    @property
+    def refs(self) -> int:
+        """How many fds, perf events and links hold the program."""
+        return self._refs
+
+    def close(self) -> None:
+        """Close the program's fd; attachments keep it alive."""
+        if self._fd_open:
+            self._fd_open = False
+            self.release()
+
+    @property
+    def closed(self) -> bool:
+        """True once the fd is closed."""
+        return not self._fd_open
+
+    # -- running --------------------------------------------------------------
+
+    def run(self, ctx: bytes | bytearray | None = None, *, context: RunContext | None = None,
+            ctx_offset: int = 0, writable: bool = False) -> int:
+        """Run once on ``ctx``; returns ``r0``.
+
+        :raises BpfmuxError: the program was freed (a use-after-free in the
+            emulated kernel is a bug this check exists to catch).
+        """
+        if not self._refs:
+            raise BpfmuxError(f"program {self.name!r} ran after it was freed")
+        self.runs += 1
+        return self.vmprog.run(ctx, context=context, ctx_offset=ctx_offset, ctx_writable=writable).r0
+
+    def run_tracing(self, frame: bytearray, info: CallInfo) -> int:
+        """Run from a trampoline (``ctx`` is the frame at ``info.slot``)."""
+        return self.run(frame, context=RunContext(tracing=info, cookie=info.cookie), ctx_offset=8 * info.slot)
+
+    def test_run(self, ctx: bytes | bytearray | None = None, *, context: RunContext | None = None) -> RunResult:
+        """Run once like ``BPF_PROG_TEST_RUN`` with a context buffer (written back)."""
+        buf = bytearray(ctx) if ctx is not None else None
+        return self.vmprog.run(buf, context=context)
+
+    # -- attaching --------------------------------------------------------------
+
+    @property
+    def is_multi(self) -> bool:
+        """A tracing program meant for a multi link (seed or mainline ABI)."""
+        return self.prog_type == ProgType.TRACING and (
+            ProgFlags.MULTI_FUNC in self.flags
+            or self.attach_type in (AttachType.TRACE_FENTRY_MULTI, AttachType.TRACE_FEXIT_MULTI,
+                                    AttachType.TRACE_FSESSION_MULTI)
+        )
+
+    def attach(self, target: str | None = None, **options: Any) -> api.Link:
+        """Attach as the section says (or to ``target``); see :meth:`Emulator.attach`."""
+        return self.emu.attach(self, target, **options)
+
+    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> api.MultiLink:
+        """Attach to many targets at once; see :meth:`Emulator.attach_many`."""
+        return self.emu.attach_many(self, targets, cookies, **options)
+
+    def __repr__(self) -> str:
+        return f"<EmulatedProgram {self.name!r} {self.prog_type.name.lower()} refs={self._refs}>"
+
+
+class EmulatedCollection(api.Collection):
+    """Everything loaded from one object into an emulator.
+
+    :ivar programs: name → :class:`EmulatedProgram`.
+    :ivar maps: name → emulated map (global data by section name).
+    :ivar spec: the :class:`~bpfmux.obj.ObjectSpec`.
+    :ivar skipped: programs not loaded, with the reason.
+    """
+
+    programs: dict[str, EmulatedProgram]
+    maps: dict[str, Any]
+
+    def __repr__(self) -> str:
+        return f"<EmulatedCollection programs={list(self.programs)} maps={list(self.maps)}>"
+
+
+class DataSection:
+    """A global-data map (``.data``, ``.rodata``, ``.bss``, …) of an emulated
+    object, viewed as ``{variable: value}`` through the object's BTF.
+
+    ``sec["counter"]`` reads a variable, ``sec["counter"] = 5`` writes it
+    (``.rodata`` is frozen: ``PermissionError``); ``raw()`` is the section's
+    bytes; everything else (``fd``, ``close`` …) is the underlying map's.
+    """
+
+    def __init__(self, mp: Any, btf: Any, section: str) -> None:
+        self.map = mp
+        self.name = mp.name or section
+        self.variables: dict[str, tuple[int, int, Any]] = datasec_variables(btf, section)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.map, name)
+
+    def raw(self) -> bytes:
+        """The whole section."""
+        return bytes(self.map.storage[0][: self.map.value_size])
+
+    def write_raw(self, data: bytes) -> None:
+        """Overwrite the whole section.
+
+        :raises PermissionError: the section is frozen (``.rodata``).
+        """
+        self.map[0] = data
+
+    def _var(self, name: str) -> tuple[int, int, Any]:
+        from ...errors import NotFoundError
+
+        if name not in self.variables:
+            raise NotFoundError("variable", f"{self.name}.{name}", f"variables: {', '.join(sorted(self.variables))}")
+        return self.variables[name]
+
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            return self.map[key]
+        off, size, codec = self._var(key)
+        return codec.decode(self.raw()[off : off + size])
+
+    def __setitem__(self, key: str | int, value: Any) -> None:
+        if isinstance(key, int):
+            self.map[key] = value
+            return
+        off, size, codec = self._var(key)
+        data = bytearray(self.raw())
+        data[off : off + size] = codec.encode(value)
+        self.write_raw(bytes(data))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.variables
+
+    def keys(self) -> list[str]:
+        """Variable names."""
+        return list(self.variables)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``(variable, value)`` pairs."""
+        return [(k, self[k]) for k in self.variables]
+
+    def __repr__(self) -> str:
+        return f"<DataSection {self.name!r} {', '.join(self.variables)}>"

@@ -1,0 +1,85 @@
+"""Clock, current task, CPU and random-number helpers."""
+
+from __future__ import annotations
+
+import errno
+
+from ....uapi import HelperId as H
+from ..runtime import RunState
+from .table import helper
+
+
+@helper(H.ktime_get_ns, "ktime_get_ns")
+def ktime_get_ns(rs: RunState, *_: int) -> int:
+    """``u64 bpf_ktime_get_ns(void)``: the emulated monotonic clock."""
+    return rs.vm.clock.monotonic()
+
+
+@helper(H.ktime_get_boot_ns, "ktime_get_boot_ns")
+def ktime_get_boot_ns(rs: RunState, *_: int) -> int:
+    """``u64 bpf_ktime_get_boot_ns(void)``."""
+    return rs.vm.clock.boot()
+
+
+@helper(H.ktime_get_coarse_ns, "ktime_get_coarse_ns")
+def ktime_get_coarse_ns(rs: RunState, *_: int) -> int:
+    """``u64 bpf_ktime_get_coarse_ns(void)`` (the same clock here)."""
+    return rs.vm.clock.monotonic()
+
+
+@helper(H.ktime_get_tai_ns, "ktime_get_tai_ns")
+def ktime_get_tai_ns(rs: RunState, *_: int) -> int:
+    """``u64 bpf_ktime_get_tai_ns(void)``."""
+    return rs.vm.clock.tai()
+
+
+@helper(H.jiffies64, "jiffies64")
+def jiffies64(rs: RunState, *_: int) -> int:
+    """``u64 bpf_jiffies64(void)``: the clock in ticks of ``VM.hz``."""
+    return rs.vm.clock.monotonic() * rs.vm.hz // 1_000_000_000
+
+
+@helper(H.get_current_pid_tgid, "get_current_pid_tgid")
+def get_current_pid_tgid(rs: RunState, *_: int) -> int:
+    """``u64 bpf_get_current_pid_tgid(void)``: ``tgid << 32 | pid``."""
+    t = rs.task
+    return ((t.tgid & 0xFFFFFFFF) << 32) | (t.pid & 0xFFFFFFFF)
+
+
+@helper(H.get_current_uid_gid, "get_current_uid_gid")
+def get_current_uid_gid(rs: RunState, *_: int) -> int:
+    """``u64 bpf_get_current_uid_gid(void)``: ``gid << 32 | uid``."""
+    t = rs.task
+    return ((t.gid & 0xFFFFFFFF) << 32) | (t.uid & 0xFFFFFFFF)
+
+
+@helper(H.get_current_comm, "get_current_comm")
+def get_current_comm(rs: RunState, buf: int, size: int, *_: int) -> int:
+    """``long bpf_get_current_comm(buf, size)``: NUL-terminated, truncated to
+    ``size`` and zero-padded (``strscpy_pad``)."""
+    size &= 0xFFFFFFFF
+    if size == 0:
+        return -errno.EINVAL
+    comm = rs.task.comm_bytes()[:size]
+    if not comm.endswith(b"\0"):
+        comm = comm[:-1] + b"\0"
+    rs.write(buf, comm.ljust(size, b"\0"))
+    return 0
+
+
+@helper(H.get_smp_processor_id, "get_smp_processor_id")
+def get_smp_processor_id(rs: RunState, *_: int) -> int:
+    """``u32 bpf_get_smp_processor_id(void)``."""
+    return rs.cpu
+
+
+@helper(H.get_numa_node_id, "get_numa_node_id")
+def get_numa_node_id(rs: RunState, *_: int) -> int:
+    """``long bpf_get_numa_node_id(void)``: always node 0."""
+    return 0
+
+
+@helper(H.get_prandom_u32, "get_prandom_u32")
+def get_prandom_u32(rs: RunState, *_: int) -> int:
+    """``u32 bpf_get_prandom_u32(void)``: from the VM's seeded generator."""
+    return rs.vm.random.getrandbits(32)
