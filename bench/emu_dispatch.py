@@ -48,7 +48,7 @@ def run(policy: str) -> dict:
     multi = emu.load_program(ret0, ProgType.TRACING, name="multi", attach_type=AttachType.TRACE_FENTRY,
                              flags=ProgFlags.MULTI_FUNC)
     own = emu.load_program(ret0, ProgType.TRACING, name="own", attach_type=AttachType.TRACE_FENTRY,
-                           target=funcs[0].name)
+                           attach_target=funcs[0].name)
     emu.link_tracing_multi(multi, funcs)
     plain = funcs[-1]
     rows = []

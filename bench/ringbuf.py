@@ -226,7 +226,7 @@ def main() -> int:
         exe = build_helper(Path(tmp))
         ring = maps.create(MapType.RINGBUF, 0, 0, RING_SIZE, name="bench_ring")
         drops = maps.create(MapType.ARRAY, 4, 8, 1, name="bench_drops")
-        prog = bsys.prog_load(ProgType.SYSCALL, producer_insns(ring.fd.fd, drops.fd.fd),
+        prog = bsys.prog_load(ProgType.SYSCALL, producer_insns(ring.fd, drops.fd),
                               prog_flags=ProgFlags.SLEEPABLE, name="bench_produce")
         pin_dir.mkdir()
         prog_pin, map_pin = str(pin_dir / "prog"), str(pin_dir / "ring")

@@ -1,6 +1,15 @@
 """bpfmux: a pure-Python eBPF toolkit built around multi-attach."""
 
-from .errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, ParseError, VerifierError
+from .errors import (
+    BpfError,
+    BpfmuxError,
+    EmulatorFault,
+    InvalidArgumentError,
+    NotFoundError,
+    NotSupportedError,
+    ParseError,
+    VerifierError,
+)
 
 __version__ = "0.1.0"
 
@@ -23,6 +32,7 @@ __all__ = [
     "BpfmuxError",
     "Emulator",
     "EmulatorFault",
+    "InvalidArgumentError",
     "LiveKernel",
     "NotFoundError",
     "NotSupportedError",

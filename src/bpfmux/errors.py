@@ -11,6 +11,10 @@ from __future__ import annotations
 import errno as _errno
 import os
 
+#: ``ENOTSUPP``: the kernel-internal "operation not supported" errno that ``bpf(2)``
+#: returns for some refusals; Python's :mod:`errno` does not know it.
+ENOTSUPP = 524
+
 
 class BpfmuxError(Exception):
     """Base class of every error bpfmux raises on purpose."""
@@ -111,6 +115,18 @@ class ParseError(BpfmuxError, ValueError):
         prefix = ": ".join(w for w in where if w)
         super().__init__(f"{prefix}: {message}" if prefix else message)
         self.message = message
+
+
+class InvalidArgumentError(BpfmuxError, ValueError):
+    """A bad argument to a bpfmux function or method: a missing attach
+    target, an option that does not fit the program, a size out of range, ….
+    (:class:`ParseError` is for malformed input: files, text, specs.)
+    """
+
+
+class NotAProgramError(BpfmuxError, TypeError):
+    """What was given where a loaded program is needed is not one (a
+    ``TypeError``, so ``except TypeError`` keeps working)."""
 
 
 class NotFoundError(BpfmuxError, KeyError):

@@ -56,10 +56,8 @@ def test_link_holds_perf_event_and_owns_its_program(emu, counts):
     a = counter_prog(emu, ProgType.TRACEPOINT, counts, 0, "A")
     pe = emu.perf_event_open(tracepoint=TP)
     link = a.attach(TP)  # tracepoint program: its own perf event + BPF_PERF_EVENT link
-    from bpfmux.emu.kernel.links import PerfEventLink
-
     b = counter_prog(emu, ProgType.TRACEPOINT, counts, 1, "B")
-    lb = PerfEventLink(emu, b, pe)
+    lb = b.attach(event=pe)
     pe.close()  # the link still holds the event: B keeps running
     emu.fire(TP)
     assert counts_of(counts, 2) == [1, 1]
@@ -156,10 +154,10 @@ def test_kprobe_sees_full_pt_regs_and_kprobe_multi_partial(emu):
     f = emu.define("six_args", [8] * 6, 8, lambda *a: 99)
     names = ["di", "si", "dx", "cx", "r8", "r9", "ip", "sp", "ax"]
     offs = [reg_offset(n) for n in names]
-    single, m1 = ctx_dump_prog(emu, ProgType.KPROBE, offs, "single", section="kprobe/six_args", target="six_args")
+    single, m1 = ctx_dump_prog(emu, ProgType.KPROBE, offs, "single", section="kprobe/six_args", attach_target="six_args")
     multi, m2 = ctx_dump_prog(emu, ProgType.KPROBE, offs, "multi", section="kprobe.multi/six_args",
-                              target="six_args", attach_type=AttachType.TRACE_KPROBE_MULTI)
-    ret, m3 = ctx_dump_prog(emu, ProgType.KPROBE, offs, "ret", section="kretprobe/six_args", target="six_args")
+                              attach_target="six_args", attach_type=AttachType.TRACE_KPROBE_MULTI)
+    ret, m3 = ctx_dump_prog(emu, ProgType.KPROBE, offs, "ret", section="kretprobe/six_args", attach_target="six_args")
     single.attach()
     multi.attach()
     ret.attach()
@@ -188,9 +186,9 @@ def test_tracepoint_sees_its_record_and_raw_tp_its_args(emu):
     prev_pid = fmt.field("prev_pid")
     next_pid = fmt.field("next_pid")
     tp, m1 = ctx_dump_prog(emu, ProgType.TRACEPOINT, [prev_pid.offset & ~7], "tp", section="tracepoint/sched/sched_switch",
-                           target="sched/sched_switch")
+                           attach_target="sched/sched_switch")
     raw, m2 = ctx_dump_prog(emu, ProgType.RAW_TRACEPOINT, [0, 8, 16, 24], "raw", section="raw_tp/sched_switch",
-                            target="sched_switch")
+                            attach_target="sched_switch")
     tp.attach()
     raw.attach()
     assert emu.fire("sched_switch", 0, 11, 22, 33, prev_pid=1234, next_pid=5678) == 2

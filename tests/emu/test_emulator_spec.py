@@ -47,7 +47,7 @@ def test_struct_by_value_argument_is_refused_by_name(emu):
 
 def test_non_multi_program_cannot_make_a_multi_link(emu):
     single = emu.load_program(RET0, ProgType.TRACING, name="s", attach_type=AttachType.TRACE_FENTRY,
-                              target="bpf_fentry_test1")
+                              attach_target="bpf_fentry_test1")
     with pytest.raises(BpfError) as ei:
         emu.link_tracing_multi(single, [emu.function("bpf_fentry_test1")])
     assert ei.value.errno == errno.EINVAL
@@ -63,9 +63,9 @@ def test_non_multi_program_cannot_make_a_multi_link(emu):
     (AttachType.MODIFY_RETURN, 0, "bpf_modify_return_test", 16, 24),
 ])
 def test_a_program_reads_only_inside_its_view(emu, kind, flags, target, ok, bad):
-    ctx_dump_prog(emu, ProgType.TRACING, [ok], "inside", attach_type=kind, flags=flags, target=target)
+    ctx_dump_prog(emu, ProgType.TRACING, [ok], "inside", attach_type=kind, flags=flags, attach_target=target)
     with pytest.raises(VerifierError) as ei:
-        ctx_dump_prog(emu, ProgType.TRACING, [bad], "outside", attach_type=kind, flags=flags, target=target)
+        ctx_dump_prog(emu, ProgType.TRACING, [bad], "outside", attach_type=kind, flags=flags, attach_target=target)
     assert ei.value.log
 
 
@@ -74,7 +74,7 @@ def test_tp_btf_sees_the_prototype_arguments():
         if emu.btf is None:
             pytest.skip("tp_btf needs kernel BTF (/sys/kernel/btf/vmlinux)")
         prog, m = ctx_dump_prog(emu, ProgType.TRACING, [0, 8, 16, 24], "tpbtf", attach_type=AttachType.TRACE_RAW_TP,
-                                target="sched_switch", section="tp_btf/sched_switch")
+                                attach_target="sched_switch", section="tp_btf/sched_switch")
         link = prog.attach()
         assert link.kind == "raw_tracepoint"
         emu.fire("sched_switch", 1, 0xFFFF888000001000, 0xFFFF888000002000, 7)
@@ -102,7 +102,7 @@ def test_statically_initialised_prog_array_slots_are_filled(emu):
     assert [table.get(i) for i in range(4)] == [coll.programs["tail_a"].vmprog, None, coll.programs["tail_b"].vmprog,
                                                 None]  # fmt: skip
     entry = coll.programs["tail_entry"]
-    assert [entry.test_run(i.to_bytes(8, "little")).r0 for i in (0, 1, 2)] == [10, 1, 20]  # slot 1 empty: falls through
+    assert [entry.test_run(i.to_bytes(8, "little")).retval for i in (0, 1, 2)] == [10, 1, 20]  # slot 1 empty: falls through
     assert coll.maps[".bss"]["tail_trace"] == [3, 10, 11, 0xFA11]
 
 

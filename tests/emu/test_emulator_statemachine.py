@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from bpfmux.emu.kernel.emulator import Emulator
-from bpfmux.emu.kernel.links import TracingLink
-from bpfmux.emu.kernel.trampoline import Attachment, ProgKind
+from bpfmux.emu.kernel.trampoline import ProgKind
 from bpfmux.isa.build import R0, R6, R7, R8, Asm
 from bpfmux.uapi import AttachType, MapType, ProgFlags, ProgType
 
@@ -50,10 +49,10 @@ class World:
                       for i, n in enumerate(NARGS)]
         self.links: dict[int, object] = {}
 
-    def load(self, pid: int, rv: int, attach_type: int, flags: int = 0, target: str | None = None):
+    def load(self, pid: int, rv: int, attach_type: int, flags: int = 0, attach_target: str | None = None):
         insns = recorder(pid, rv).resolve({"log": self.log.fd})
         return self.emu.load_program(insns, ProgType.TRACING, name=f"p{pid}", attach_type=attach_type,
-                                     flags=flags, target=target)
+                                     flags=flags, attach_target=attach_target)
 
     def words(self) -> list[int]:
         raw = bytes(self.log[0])
@@ -87,8 +86,8 @@ class EmulatedTrampolines(RuleBasedStateMachine):
         rv = rv if kind is ProgKind.FMOD_RET else 0
         for w in self.worlds:
             f = w.funcs[fi]
-            prog = w.load(pid, rv, OWN[kind], target=f.name)
-            w.links[pid] = TracingLink(w.emu, prog, f, Attachment(prog, kind, w.emu.policy.next_seq()))
+            prog = w.load(pid, rv, OWN[kind], attach_target=f.name)
+            w.links[pid] = prog.attach()
             prog.close()  # the link keeps it
         self.seq += 1
         self.model[pid] = {"kind": kind, "seq": self.seq, "rv": rv, "funcs": {fi}, "seed": False}

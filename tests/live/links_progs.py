@@ -100,7 +100,7 @@ def load(prog_type: ProgType, insns: bytes, expected_attach_type: AttachType | N
 
 def counting_prog(prog_type: ProgType, counters: Counters, *, expected_attach_type: AttachType | None = None,
                   section: str = "", name: str = "t", attach_btf_id: int = 0, **kw) -> RawProgram:  # fmt: skip
-    return load(prog_type, counting_insns(counters.fd.fd, **kw), expected_attach_type, name=name, section=section,
+    return load(prog_type, counting_insns(counters.fd, **kw), expected_attach_type, name=name, section=section,
                 attach_btf_id=attach_btf_id)  # fmt: skip
 
 

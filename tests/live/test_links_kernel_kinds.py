@@ -87,7 +87,7 @@ def test_trampoline_kinds(counters, at, func):
     if not features().link_type(LinkType.TRACING).supported:
         # no trampolines: the kernel refuses to even load such a program, so
         # hand bpfmux some program fd declared as one; attach must refuse first
-        stand_in = load(ProgType.RAW_TRACEPOINT, counting_insns(counters.fd.fd, slot=2))
+        stand_in = load(ProgType.RAW_TRACEPOINT, counting_insns(counters.fd, slot=2))
         fake = RawProgram(stand_in.fd, ProgType.TRACING, at)
         with pytest.raises(NotSupportedError) as ei:
             links.attach(fake)
@@ -104,7 +104,7 @@ def test_trampoline_kinds(counters, at, func):
 
 def test_tracing_multi(counters):
     if not features().link_type(LinkType.TRACING_MULTI).supported:
-        stand_in = load(ProgType.RAW_TRACEPOINT, counting_insns(counters.fd.fd, slot=2))
+        stand_in = load(ProgType.RAW_TRACEPOINT, counting_insns(counters.fd, slot=2))
         fake = RawProgram(stand_in.fd, ProgType.TRACING, AttachType.TRACE_FENTRY_MULTI)
         with pytest.raises(NotSupportedError) as ei:
             links.attach_many(fake, ["bpf_fentry_test1", "bpf_fentry_test2"], cookies=[1, 2])

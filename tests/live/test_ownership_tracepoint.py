@@ -40,7 +40,7 @@ def _trigger_and_order(c: Counters, slots: list[int]) -> list[int]:
        max_size=N), close_prog_fds=st.booleans())  # fmt: skip
 def test_closing_any_subset_leaves_exactly_the_others(order, n_close, vias, close_prog_fds):
     c = Counters()
-    progs = [load(ProgType.TRACEPOINT, sequence_insns(c.fd.fd, slot=i, tgid=os.getpid()), name=f"own{i}")
+    progs = [load(ProgType.TRACEPOINT, sequence_insns(c.fd, slot=i, tgid=os.getpid()), name=f"own{i}")
              for i in range(N)]  # fmt: skip
     ids = [p.id for p in progs]
     attached = []
@@ -71,8 +71,8 @@ def test_closing_any_subset_leaves_exactly_the_others(order, n_close, vias, clos
 
 def test_one_program_per_perf_event_and_no_duplicates():
     c = Counters()
-    a = load(ProgType.TRACEPOINT, sequence_insns(c.fd.fd, slot=0, tgid=os.getpid()))
-    b = load(ProgType.TRACEPOINT, sequence_insns(c.fd.fd, slot=1, tgid=os.getpid()))
+    a = load(ProgType.TRACEPOINT, sequence_insns(c.fd, slot=0, tgid=os.getpid()))
+    b = load(ProgType.TRACEPOINT, sequence_insns(c.fd, slot=1, tgid=os.getpid()))
     event = perf.open_tracepoint(TP)
     with links.attach_perf_event(a, event) as link:
         with pytest.raises(BpfError) as ei:  # a perf event runs one program
@@ -90,7 +90,7 @@ def test_one_program_per_perf_event_and_no_duplicates():
 
 def test_65th_program_is_e2big():
     c = Counters(2)
-    progs = [load(ProgType.TRACEPOINT, sequence_insns(c.fd.fd, slot=0, tgid=os.getpid(), seq_slot=1), name=f"p{i}")
+    progs = [load(ProgType.TRACEPOINT, sequence_insns(c.fd, slot=0, tgid=os.getpid(), seq_slot=1), name=f"p{i}")
              for i in range(65)]  # fmt: skip
     group = []
     try:

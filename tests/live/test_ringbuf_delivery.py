@@ -46,7 +46,7 @@ def _produce(prog: s.Fd, runs: int = 1) -> None:
 def test_callback_delivery_decoded_in_order(ring) -> None:
     rb, drops = ring
     got: list[tuple[int, int]] = []
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 10), "t_rb10") as p, \
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 10), "t_rb10") as p, \
             RingBuffer(rb, got.append, decode=EVENT) as reader:
         assert reader.poll(0) == 0
         _produce(p, 3)
@@ -57,7 +57,7 @@ def test_callback_delivery_decoded_in_order(ring) -> None:
 
 def test_iterator_and_drain(ring) -> None:
     rb, drops = ring
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 4), "t_rbit") as p, RingBuffer(rb, decode=EVENT) as r:
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 4), "t_rbit") as p, RingBuffer(rb, decode=EVENT) as r:
         _produce(p)
         it = iter(r)
         assert [next(it) for _ in range(4)] == [(7, i) for i in range(4)]
@@ -81,7 +81,7 @@ def test_asyncio_forms(ring) -> None:
         return out, n
 
     got2: list = []
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 5), "t_rbas") as p, \
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 5), "t_rbas") as p, \
             RingBuffer(rb, got2.append, decode=EVENT) as r:
         events, n = asyncio.run(main(p, r))
         assert events == [(7, i) for i in range(5)]
@@ -92,7 +92,7 @@ def test_numpy_batch_decoding(ring) -> None:
     rb, drops = ring
     batches: list[np.ndarray] = []
     dt = np.dtype([("value", "<u8"), ("seq", "<u8")])
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 16), "t_rbnp") as p, \
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 16), "t_rbnp") as p, \
             RingBuffer(rb, dtype=dt, batch_callback=batches.append) as r:
         _produce(p, 4)
         assert r.consume() == 64
@@ -105,8 +105,8 @@ def test_mixed_sizes_fall_back_to_the_callback(ring) -> None:
     rb, drops = ring
     batches, singles = [], []
     dt = np.dtype([("value", "<u8"), ("seq", "<u8")])
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 3), "t_rbmx16") as p16, \
-            _syscall_prog(ringbuf_output(rb.fd.fd, 0x99, times=2), "t_rbmx8") as p8, \
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 3), "t_rbmx16") as p16, \
+            _syscall_prog(ringbuf_output(rb.fd, 0x99, times=2), "t_rbmx8") as p8, \
             RingBuffer(rb, singles.append, dtype=dt, batch_callback=batches.append) as r:
         _produce(p16)
         _produce(p8)
@@ -119,8 +119,8 @@ def test_mixed_sizes_fall_back_to_the_callback(ring) -> None:
 def test_discarded_records_are_counted_not_delivered(ring) -> None:
     rb, drops = ring
     got: list = []
-    with _syscall_prog(ringbuf_reserve_discard(rb.fd.fd), "t_rbdisc") as pd, \
-            _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 1), "t_rbone") as p1, \
+    with _syscall_prog(ringbuf_reserve_discard(rb.fd), "t_rbdisc") as pd, \
+            _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 1), "t_rbone") as p1, \
             RingBuffer(rb, got.append, decode=EVENT) as r:
         _produce(pd, 3)
         _produce(p1)
@@ -130,7 +130,7 @@ def test_discarded_records_are_counted_not_delivered(ring) -> None:
 def test_full_buffer_drops_are_counted_by_the_producer() -> None:
     with maps.create(MapType.RINGBUF, 0, 0, 4096, name="t_small") as rb, \
             maps.create(MapType.ARRAY, 4, 8, 1, name="t_sdrops") as drops, \
-            _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 64), "t_rbflood") as p, \
+            _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 64), "t_rbflood") as p, \
             RingBuffer(rb, decode=EVENT) as r:
         _produce(p, 10)  # 640 records of 24 bytes into 4096 bytes
         delivered = len(r.drain())
@@ -147,7 +147,7 @@ def test_callback_exception_propagates_and_record_is_consumed(ring) -> None:
         if ev[1] == 1:
             raise ValueError("boom")
 
-    with _syscall_prog(ringbuf_counted(rb.fd.fd, drops.fd.fd, 4), "t_rbexc") as p, RingBuffer(rb, cb, decode=EVENT) as r:
+    with _syscall_prog(ringbuf_counted(rb.fd, drops.fd, 4), "t_rbexc") as p, RingBuffer(rb, cb, decode=EVENT) as r:
         _produce(p)
         with pytest.raises(ValueError, match="boom"):
             r.poll(0)
@@ -173,7 +173,7 @@ def test_reader_close_releases_mappings(ring) -> None:
 def test_reader_close_unmaps_what_it_can_while_a_record_view_is_held(ring) -> None:
     rb, _ = ring
     held: list[memoryview] = []
-    with _syscall_prog(ringbuf_output(rb.fd.fd, 5), "t_rbview") as p:
+    with _syscall_prog(ringbuf_output(rb.fd, 5), "t_rbview") as p:
         before = len(os.listdir("/proc/self/fd"))
         r = RingBuffer(rb, held.append, decode=lambda rec: rec)  # the callback keeps a view of the data pages
         _produce(p)
@@ -245,7 +245,7 @@ def test_perfbuf_delivers_per_cpu_and_counts_lost() -> None:
         lost_notes: list[tuple[int, int]] = []
         with PerfBuffer(pa, lambda cpu, v: got.append((cpu, v[0])), lost_callback=lambda c, n: lost_notes.append((c, n)),
                         pages=1, decode=struct.Struct("<Q")) as pb, \
-                s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd.fd, 0x55), name="t_perfout") as p:
+                s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd, 0x55), name="t_perfout") as p:
             assert pb.cpus == list(range(ncpu))
             _run_on(p, 0, 3)
             _run_on(p, ncpu - 1, 2)
@@ -270,7 +270,7 @@ def test_perfbuf_callback_exception_propagates() -> None:
             raise RuntimeError("cb failed")
 
         with PerfBuffer(pa, cb, pages=1) as pb, \
-                s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd.fd, 1), name="t_perfx") as p:
+                s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd, 1), name="t_perfx") as p:
             _run_on(p, 0, 2)
             with pytest.raises(RuntimeError, match="cb failed"):
                 pb.consume()
@@ -280,7 +280,7 @@ def test_perfbuf_callback_exception_propagates() -> None:
 def test_perfbuf_async_iteration() -> None:
     with maps.create(MapType.PERF_EVENT_ARRAY, 4, 4, possible_cpus(), name="t_perfa") as pa, \
             PerfBuffer(pa, pages=1, decode=struct.Struct("<Q")) as pb, \
-            s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd.fd, 0x77), name="t_perfa") as p:
+            s.prog_load(ProgType.RAW_TRACEPOINT, perf_output(pa.fd, 0x77), name="t_perfa") as p:
 
         async def main() -> list:
             asyncio.get_running_loop().call_later(0.05, _run_on, p, 0, 3)

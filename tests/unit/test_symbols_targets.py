@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpfmux.errors import ParseError
-from bpfmux.live.links._targets import KprobeTarget, UprobeTarget, parse_kprobe_target, parse_uprobe_target
+from bpfmux.host.targets import KprobeTarget, UprobeTarget, parse_kprobe_target, parse_uprobe_target
 
 
 @pytest.mark.parametrize("spec,want", [

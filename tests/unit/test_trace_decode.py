@@ -17,7 +17,7 @@ from bpfmux.trace import progs as P
 from bpfmux.trace.decode import decode_event
 from bpfmux.trace.plan import Probe
 from bpfmux.trace.symbolize import parse_maps
-from bpfmux.trace.syscalls import X86_64, syscall_number
+from bpfmux.abi.syscalls import X86_64, syscall_number
 
 
 def _event(idx: int, payload: bytes, string: bytes = b"") -> bytes:
@@ -117,16 +117,16 @@ def test_programs_assemble(action, idx):
     assert prog.insns[-1].opcode == 0x95  # exit
 
 
-def test_no_btf_message(monkeypatch):
+def test_no_btf_message(monkeypatch, tmp_path):
     from bpfmux.btf import Btf
     from bpfmux.errors import NotSupportedError
-    from bpfmux.trace import engine
+    from bpfmux.live import LiveKernel
 
     def missing(*a, **k):
         raise FileNotFoundError(2, "No such file or directory")
 
     monkeypatch.setattr(Btf, "vmlinux", classmethod(lambda cls, *a, **k: missing()))
-    monkeypatch.setattr(engine, "_id_cache_path", lambda: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no BTF ids remembered from an earlier run
     with pytest.raises(NotSupportedError) as e:
-        engine._vmlinux_id("bpf_session_cookie", "func")
-    assert "no BTF" in str(e.value) and "CONFIG_DEBUG_INFO_BTF" in str(e.value)
+        LiveKernel().btf_id("bpf_session_cookie", "func")
+    assert "kernel's BTF" in str(e.value) and "CONFIG_DEBUG_INFO_BTF" in str(e.value)

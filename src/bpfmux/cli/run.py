@@ -64,31 +64,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _set_rodata(spec: Any, name: str, value: str) -> None:
-    """Write a ``const volatile`` global in the object's ``.rodata`` before load."""
-    from ..btf.codec import codec
+    """``--set NAME=VALUE``: a ``const volatile`` global, a number when it parses as one."""
+    from ..errors import NotFoundError
 
     try:
-        number: Any = int(value, 0)
+        number: int | str = int(value, 0)
     except ValueError:
-        number = value.encode()
-    for ms in spec.maps.values():
-        if not ms.section.startswith(".rodata") or spec.btf is None:
-            continue
-        try:
-            ds = spec.btf.find(ms.section, "datasec")
-        except KeyError:
-            continue
-        for vs in ds.vars:
-            var = spec.btf[vs.type_id]
-            if var.name != name:
-                continue
-            c = codec(spec.btf, var.type_id)
-            raw = c.encode(number if not isinstance(number, bytes) else number.ljust(c.size, b"\0")[: c.size])
-            data = bytearray(ms.value or bytes(ms.value_size))
-            data[vs.offset:vs.offset + vs.size] = raw[: vs.size]
-            ms.value = bytes(data)
-            return
-    raise CliError(f"--set {name}: the object has no read-only global (const volatile) called {name!r}")
+        number = value
+    try:
+        spec.set_rodata(name, number)
+    except NotFoundError:
+        raise CliError(f"--set {name}: the object has no read-only global (const volatile) called {name!r}") from None
 
 
 def _event_codec(spec: Any, size: int, wanted: str | None) -> Any:
@@ -160,7 +146,7 @@ def _run(args: argparse.Namespace) -> int:
     child = HeldChild(args.command) if args.command else None
     if child is not None and args.pid_var:
         _set_rodata(spec, args.pid_var, str(child.pid))
-    from ..live.links._base import close_all
+    from ..live.links import close_all
 
     links: list[Any] = []
     readers: list[Any] = []

@@ -48,9 +48,11 @@ examples:
   bpfmux trace profile:hz:99 --stacks -d 10                CPU profile with symbolized stacks
   bpfmux trace 't:syscalls:sys_enter_*' --prometheus 9464  counts for Prometheus scraping
   bpfmux trace 't:syscalls:sys_enter_*' -d 2 --json        machine-readable counts
+  bpfmux trace 'k:bpf_fentry_test*' --emulate 'bpf_fentry_test1(1)*3'
+                                                           the same tracer on the emulated kernel, no root
 
 exit status: 0 after results were printed (also after Ctrl-C), 1 on an error,
-2 on bad usage. Needs root.
+2 on bad usage. Needs root, except with --emulate.
 """
 
 
@@ -80,6 +82,12 @@ def register(sub: Any) -> None:
     p.add_argument("--plain", action="store_true", help="plain text even on a terminal (no live table)")
     p.add_argument("--prometheus", type=int, metavar="PORT", help="serve counts at http://127.0.0.1:PORT/metrics")
     p.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--emulate", metavar="WORKLOAD",
+                   help="trace the emulated kernel (no root) driven by WORKLOAD: a call-stream file (JSON lines, "
+                        "'-' for stdin) or a workload spec such as 'sys:openat*3,user:libc:strlen*2' "
+                        "(see bpfmux emulate --help)")  # fmt: skip
+    p.add_argument("--policy", default="clone", choices=("clone", "filter", "per-function"),
+                   help="--emulate: trampoline policy of the emulated kernel (default clone)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="say which attach mechanism each probe group used")
     p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
     p.set_defaults(func=run)
@@ -91,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..trace import TraceOptions, Tracer, parse_probes
+    from ..trace import Tracer, parse_probes
 
     specs = parse_probes(args.probes)
     if args.min_latency and args.mode != "latency":
@@ -102,14 +110,15 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError("give either -p PID or -c CMD, not both")
     if args.pid is not None and args.pid <= 0:
         raise CliError(f"-p needs a positive process id, not {args.pid}")
-    if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
+    if args.pid is not None and args.emulate is None and not os.path.exists(f"/proc/{args.pid}"):
         raise CliError(f"no process with pid {args.pid}")
     if args.comm is not None and not 0 < len(args.comm.encode()) <= 15:
         raise CliError("--comm takes a command name of 1 to 15 bytes (as in /proc/PID/comm)")
+    if args.emulate is not None:
+        return _run_emulated(args, specs)
     ensure_root("bpfmux trace")
     ensure_tracefs()
-    opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm,
-                        min_latency=parse_duration(args.min_latency) if args.min_latency else 0)  # fmt: skip
+    opts = _options(args)
     child = None
     if args.command:
         from ..trace.child import HeldChild
@@ -141,6 +150,37 @@ def _run(args: argparse.Namespace) -> int:
             return _loop(args, tracer, child, announce)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from ..trace import TraceOptions
+
+    return TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm,
+                        min_latency=parse_duration(args.min_latency) if args.min_latency else 0)
+
+
+def _run_emulated(args: argparse.Namespace, specs: list[Any]) -> int:
+    """``--emulate``: the same tracer on the emulated kernel, driven by a workload, then the results."""
+    from ..emu import Emulator
+    from ..emu.kernel.replay import apply, load_events
+    from ..trace import Tracer
+
+    if args.command:
+        raise CliError("--emulate traces the emulated kernel's workload; -c runs a real command (give one, not both)")
+    events = load_events(args.emulate)
+    with Emulator(policy=args.policy) as emu, Tracer(specs, _options(args), kernel=emu) as tracer:
+        if args.verbose:
+            for line in tracer.mechanisms:
+                print(f"bpfmux: {line}", file=sys.stderr)
+        start = tracer.snapshot()
+        ran = apply(emu, events)
+        print(f"bpfmux: emulated kernel: {len(tracer.probes)} probe{'s' * (len(tracer.probes) != 1)}, "
+              f"{ran} workload event{'s' * (ran != 1)}", file=sys.stderr, flush=True)
+        if args.mode == "args":
+            _stream_args(args, tracer, lambda: True)
+            return 0
+        _print_results(args, tracer, tracer.snapshot(), start, periodic=False)
+    return 0
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -111,6 +111,7 @@ thread-safe. Random programs for differential testing come from
 :mod:`bpfmux.emu.vm.conformance` (``bpfmux conformance DIR``).
 """
 
+from .kernel import Emulator
 from .vm.helpers import HelperTable
 from .vm.machine import TIERS, VM, EmuProgram, RunResult
 from .vm.maps import EmuMap, create_map
@@ -123,6 +124,7 @@ __all__ = [
     "AddressSpace",
     "Clock",
     "EmuMap",
+    "Emulator",
     "EmuProgram",
     "FuncCall",
     "HelperTable",

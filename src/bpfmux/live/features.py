@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import errno as _errno
 import functools
-import json
 import os
 import struct
 import threading
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BpfError, BpfmuxError, NotSupportedError
+from ..host.cache import boot_id, cache_dir, read_json, write_json
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
@@ -171,34 +171,28 @@ class Features:
     # --- cache -----------------------------------------------------------------
 
     @staticmethod
-    def _cache_file(cache_dir: str | os.PathLike[str] | None) -> Path | None:
-        try:
-            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        except OSError:
+    def _cache_file(base: str | os.PathLike[str] | None) -> Path | None:
+        boot = boot_id()
+        root = cache_dir(base)
+        if boot is None or root is None:
             return None
-        base = Path(cache_dir) if cache_dir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bpfmux"
-        return base / f"features-{os.uname().release}-{boot}.json"
+        return root / f"features-{os.uname().release}-{boot}.json"
 
     def _load_cache(self) -> None:
-        if self._cache_path is None or not self._cache_path.exists():
+        if self._cache_path is None:
+            return
+        data = read_json(self._cache_path)
+        if not isinstance(data, dict):
             return
         try:
-            data = json.loads(self._cache_path.read_text())
             self._mem.update({k: Probe(**v) for k, v in data.items()})
-        except (OSError, ValueError, TypeError):
-            pass  # a bad cache is just ignored and rebuilt
+        except TypeError:
+            self._mem.clear()  # a cache of another layout is rebuilt
 
     def save(self) -> None:
         """Write the probes done so far to the on-disk cache (best effort)."""
-        if self._cache_path is None:
-            return
-        try:
-            self._cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._cache_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({k: asdict(v) for k, v in self._mem.items()}))
-            tmp.replace(self._cache_path)
-        except OSError:
-            pass
+        if self._cache_path is not None:
+            write_json(self._cache_path, {k: asdict(v) for k, v in self._mem.items()})
 
     def _cached(self, key: str, fn: Any) -> Probe:
         with self._lock:

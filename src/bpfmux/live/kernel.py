@@ -26,20 +26,31 @@ pins made by this load are removed) before the error propagates.
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import api
 from ..codecs import datasec_variables
-from ..errors import BpfError, NotFoundError, NotSupportedError
+from ..errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError
 from ..host.cpus import possible_cpus
+from ..host.kallsyms import KernelSymbols
 from ..host.kconfig import kernel_config
-from ..uapi import AttachType, MapType, ProgFlags
+from ..isa.insn import Insn
+from ..loader import ObjectLoader, as_spec
+from ..obj.spec import MapSpec, ObjectSpec, ProgramSpec
+from ..uapi import AttachType, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import maps as _maps
 from . import sys as _sys
+from .btf_ids import BtfIds
 from .program import LiveProgram, load_insns, pack_func_info, pack_line_info
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..btf import Btf
+
+_C = TypeVar("_C", bound=api.Closable)
 
 #: attach type → how the vmlinux BTF name of the target is formed, and its kind
 _TARGET_NAMES: dict[AttachType, tuple[str, str]] = {
@@ -55,59 +66,58 @@ _TARGET_NAMES: dict[AttachType, tuple[str, str]] = {
 
 
 class LiveCollection(api.Collection):
-    """Everything loaded from one object.
+    """Everything loaded from one object into the running kernel.
 
     :ivar programs: name → :class:`~bpfmux.live.program.LiveProgram`.
     :ivar maps: name → :class:`~bpfmux.live.maps.LiveMap` (global data maps by
         section name: ``.data``, ``.rodata``, ``.bss``, …).
-    :ivar spec: the :class:`~bpfmux.obj.ObjectSpec`.
     :ivar btf_fd: the loaded object BTF (``None`` without).
-    :ivar skipped: programs not loaded, with the reason.
-    :ivar warnings: degradations during load (BTF refused, …).
     """
 
-    programs: dict[str, LiveProgram]
-    maps: dict[str, _maps.LiveMap]
-
-    def __init__(self, spec: Any = None) -> None:
+    def __init__(self, spec: ObjectSpec | None = None) -> None:
         super().__init__(spec)
         self.btf_fd: _sys.Fd | None = None
-        self.warnings: list[str] = []
-        self._pins: list[str] = []
 
     def close(self) -> None:
-        """Close every program, map and the BTF fd (links keep what they use)."""
+        """Close every program, map and the BTF fd (links keep what they use).
+
+        :raises BaseException: the first error a close raised, after all were closed.
+        """
         if self.closed:
             return
-        super().close()
-        if self.btf_fd is not None:
-            self.btf_fd.close()
-
-    def _abort(self) -> None:
-        for path in self._pins:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<LiveCollection programs={list(self.programs)} maps={list(self.maps)}>"
+        try:
+            super().close()
+        finally:
+            if self.btf_fd is not None:
+                self.btf_fd.close()
 
 
-class LiveKernel:
-    """The running kernel as a bpfmux backend.
+class LiveKernel(api.Kernel):
+    """The running kernel as a bpfmux backend (:class:`bpfmux.api.Kernel`).
+
+    Closing it closes every collection, program and map loaded through it
+    that is still open (links hold what they use and are closed by their owner).
 
     :param pin_root: bpffs directory for maps pinned by name.
     """
 
+    kind = "live"
+
     def __init__(self, pin_root: str = "/sys/fs/bpf") -> None:
         self.pin_root = pin_root
-        self._vmlinux: Any = None
-        self._ksyms: Any = None
+        self._vmlinux: Btf | None = None
+        self._ksyms: KernelSymbols | None = None
+        self._btf_ids = BtfIds(lambda: self.vmlinux)
+        self._owned: weakref.WeakValueDictionary[int, api.Closable] = weakref.WeakValueDictionary()
+        self._closed = False
 
-    # --- helpers ------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<LiveKernel {os.uname().release}{' closed' if self._closed else ''}>"
+
+    # --- kernel facts ---------------------------------------------------------------
 
     @property
-    def vmlinux(self) -> Any:
+    def vmlinux(self) -> Btf:
         """The running kernel's BTF (parsed once, lazily).
 
         :raises NotSupportedError: the kernel has no ``/sys/kernel/btf/vmlinux``.
@@ -122,55 +132,145 @@ class LiveKernel:
                                         "programs need CONFIG_DEBUG_INFO_BTF") from None
         return self._vmlinux
 
-    def _ksym_addr(self, name: str) -> int:
-        if self._ksyms is None:
-            from ..host.kallsyms import KernelSymbols
+    @property
+    def btf(self) -> Btf | None:  # type: ignore[override]  # a read-only view of the attribute
+        """The running kernel's BTF, ``None`` when it has none."""
+        try:
+            return self.vmlinux
+        except NotSupportedError:
+            return None
 
+    def ksym_addr(self, name: str) -> int:
+        """Address of kernel symbol ``name`` (``/proc/kallsyms``).
+
+        :raises NotFoundError: no such symbol.
+        :raises OSError: kallsyms cannot be read.
+        """
+        if self._ksyms is None:
             self._ksyms = KernelSymbols.load()
         return self._ksyms.address(name)
 
-    def _attach_btf_id(self, ps: Any) -> int:
-        eat = ps.expected_attach_type
-        if eat is None or AttachType(int(eat)) not in _TARGET_NAMES or not ps.attach_target:
+    def attach_btf_id(self, attach_type: AttachType | int | None, target: str | None, program: str = "") -> int:
+        """The vmlinux BTF id a tracing program of ``attach_type`` on ``target`` is
+        loaded with (0 when the attach type takes none).
+
+        :raises NotFoundError: the kernel's BTF has no such function/tracepoint.
+        :raises NotSupportedError: the kernel has no BTF.
+        """
+        if attach_type is None or int(attach_type) not in _TARGET_NAMES or not target:
             return 0
-        fmt, kind = _TARGET_NAMES[AttachType(int(eat))]
-        name = fmt.format(ps.attach_target)
-        ids = self.vmlinux.find_ids(name, kind)
-        if not ids:
-            raise NotFoundError(f"kernel {kind}", name, f"program {ps.name!r} (section {ps.section!r}) attaches to "
-                                "it, but this kernel's BTF has no such function/tracepoint")
-        return ids[0]
+        fmt, kind = _TARGET_NAMES[AttachType(int(attach_type))]
+        name = fmt.format(target)
+        try:
+            return self._btf_ids.get(name, kind)
+        except NotFoundError:
+            raise NotFoundError(f"kernel {kind}", name, f"program {program!r} attaches to it, but this kernel's BTF "
+                                "has no such function/tracepoint") from None
 
-    # --- single objects --------------------------------------------------------------
+    # --- what the kernel has ---------------------------------------------------------
 
-    def load_program(self, insns: Any, prog_type: Any, **options: Any) -> LiveProgram:
-        """Load one program from raw instructions (``list[Insn]`` or bytes);
-        options as for :func:`bpfmux.live.program.load_insns`.
+    def tracepoint_names(self, pattern: str = "*:*") -> list[tuple[str, str]]:
+        """From tracefs (see :meth:`bpfmux.api.Kernel.tracepoint_names`).
 
+        :raises NotSupportedError: tracefs is not mounted.
+        """
+        from ..host import tracefs
+
+        return sorted(tracefs.list_tracepoints(pattern))
+
+    def function_names(self, pattern: str) -> list[str]:
+        """From tracefs ``available_filter_functions``, else kallsyms
+        (see :meth:`bpfmux.api.Kernel.function_names`).
+
+        :raises NotFoundError: a glob that matches nothing.
+        """
+        from ..host.targets import resolve_kernel_functions
+
+        return resolve_kernel_functions([pattern])[0]
+
+    def supports(self, feature: str) -> bool:
+        """From the feature probes (:mod:`bpfmux.live.features`; see
+        :meth:`bpfmux.api.Kernel.supports`).
+
+        :raises InvalidArgumentError: an unknown feature name.
+        """
+        from .features import features
+
+        f = features()
+        checks = {
+            "kprobes": lambda: os.path.exists("/sys/bus/event_source/devices/kprobe/type"),
+            "uprobes": lambda: os.path.exists("/sys/bus/event_source/devices/uprobe/type"),
+            "kprobe_multi": lambda: f.link_type(LinkType.KPROBE_MULTI).supported,
+            "kprobe_session": lambda: self.supports("btf") and f.attach_type(AttachType.TRACE_KPROBE_SESSION).supported,
+            "uprobe_multi": lambda: f.link_type(LinkType.UPROBE_MULTI).supported,
+            "uprobe_session": lambda: self.supports("btf") and f.attach_type(AttachType.TRACE_UPROBE_SESSION).supported,
+            "fentry": lambda: f.attach_type(AttachType.TRACE_FENTRY).supported,
+            "tracing_multi": lambda: f.link_type(LinkType.TRACING_MULTI).supported,
+            "btf": lambda: os.path.exists("/sys/kernel/btf/vmlinux"),
+        }
+        if feature not in checks:
+            raise InvalidArgumentError(f"unknown feature {feature!r}; one of {', '.join(api.FEATURES)}")
+        return bool(checks[feature]())
+
+    def btf_id(self, name: str, kind: str = "func") -> int:
+        """From the kernel's BTF, remembered per boot (:mod:`bpfmux.live.btf_ids`).
+
+        :raises NotFoundError: no such type.
+        :raises NotSupportedError: the kernel has no BTF.
+        """
+        return self._btf_ids.get(name, kind)
+
+    # --- the contract ---------------------------------------------------------------
+
+    def _own(self, obj: _C) -> _C:
+        if self._closed:
+            obj.close()
+            raise InvalidArgumentError("this LiveKernel is closed; make a new one")
+        self._owned[id(obj)] = obj
+        return obj
+
+    def load_program(self, insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name: str = "",
+                     section: str = "", attach_type: AttachType | int | None = None,
+                     attach_target: str | None = None, flags: ProgFlags | int = 0, license: str = "GPL",
+                     log_level: int = 0, **options: Any) -> LiveProgram:
+        """Load one program (see :meth:`bpfmux.api.Kernel.load_program`); a tracing
+        program's BTF id comes from ``attach_target`` unless ``attach_btf_id`` is given.
+
+        :param options: further ``BPF_PROG_LOAD`` fields of
+            :func:`bpfmux.live.program.load_insns` (``attach_btf_id``,
+            ``attach_btf_obj_fd``, ``btf_fd``, ``func_info``, ``line_info``,
+            ``kern_version``, ``spec``).
         :raises VerifierError: rejected.
+        :raises NotFoundError: ``attach_target`` is not in the kernel's BTF.
         :raises BpfError: any other refusal.
         """
-        return load_insns(insns, prog_type, **options)
+        if "attach_btf_id" not in options:
+            options["attach_btf_id"] = self.attach_btf_id(attach_type, attach_target, name)
+        return self._own(load_insns(insns, prog_type, name=name, section=section, expected_attach_type=attach_type,
+                                    attach_target=attach_target, flags=flags, license=license, log_level=log_level,
+                                    **options))
 
-    def create_map(self, map_type: Any, key_size: int, value_size: int, max_entries: int,
+    def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
+                   name: str = "", flags: MapFlags | int = 0, inner: api.Map | None = None,
                    **options: Any) -> _maps.LiveMap:
-        """Create one map; options as for :func:`bpfmux.live.maps.create`.
+        """Create one map (see :meth:`bpfmux.api.Kernel.create_map`).
 
+        :param options: further fields of :func:`bpfmux.live.maps.create`
+            (``btf_fd``, ``btf``, ``key_type_id``, ``value_type_id``,
+            ``map_extra``, ``numa_node``).
         :raises NotSupportedError: the kernel has no such map type.
         :raises BpfError: any other refusal.
         """
-        return _maps.create(map_type, key_size, value_size, max_entries, **options)
+        if inner is not None and not isinstance(inner, _maps.LiveMap):
+            raise InvalidArgumentError(f"inner map {inner!r} is not a map of the live kernel")
+        return self._own(_maps.create(map_type, key_size, value_size, max_entries, name=name, flags=int(flags),
+                                      inner_map=inner, **options))
 
-    # --- loading -------------------------------------------------------------------
+    def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
+             programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
+             log_level: int = 0) -> LiveCollection:
+        """Load an object as libbpf does (module doc; :meth:`bpfmux.api.Kernel.load`).
 
-    def load(self, spec_or_path: Any, *, programs: Iterable[str] | None = None,
-             kconfig: Mapping[str, object] | None = None, log_level: int = 0) -> LiveCollection:
-        """Load an object (a path, bytes, or an :class:`~bpfmux.obj.ObjectSpec`).
-
-        :param programs: load only these programs (default: every program
-            whose section does not start with ``?``).
-        :param kconfig: extra/override values for ``__kconfig`` externs.
-        :param log_level: verifier log level to keep in ``program.log``.
         :raises VerifierError: a program was rejected (log with source lines).
         :raises NotFoundError: an attach target or strong extern is missing,
             or a name in ``programs`` is not a program of the object.
@@ -178,36 +278,85 @@ class LiveKernel:
         :raises BpfError: any other refusal; nothing stays loaded.
         :raises ParseError: the object is malformed.
         """
-        spec = spec_or_path
-        if isinstance(spec_or_path, str | bytes | os.PathLike):
-            from ..obj import load_object
-
-            spec = load_object(spec_or_path)
+        spec = as_spec(spec_or_path)
         coll = LiveCollection(spec)
-        try:
-            self._load_btf(spec, coll)
-            self._create_maps(spec, coll, kconfig)
-            self._load_programs(spec, coll, programs, log_level)
-            self._fill_slots(spec, coll)
-        except BaseException:
-            coll._abort()
-            raise
-        return coll
+        LiveLoader(self, spec, coll).load(programs, kconfig, log_level)
+        return self._own(coll)
 
-    def _load_btf(self, spec: Any, coll: LiveCollection) -> None:
-        if spec.btf is None:
+    def close(self) -> None:
+        """Close every collection, program and map loaded through this kernel
+        that is still open (idempotent).
+
+        :raises BaseException: the first error a close raised, after all were closed.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        from .links import close_all
+
+        close_all(list(self._owned.values()))
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._closed
+
+
+class LiveLoader(ObjectLoader):
+    """The live kernel's steps of the one load flow (:mod:`bpfmux.loader`)."""
+
+    coll: LiveCollection
+
+    def __init__(self, kernel: LiveKernel, spec: ObjectSpec, coll: LiveCollection) -> None:
+        super().__init__(spec, coll)
+        self.kernel = kernel
+
+    def prepare(self) -> None:
+        """Load the object's BTF, sanitized for this kernel (refused BTF: load without it)."""
+        if self.spec.btf is None:
             return
         from ..btf import writer
         from ..btf.sanitize import sanitize
 
         try:
-            feats = _btf_features()
-            raw = writer.write(sanitize(spec.btf, feats))
-            coll.btf_fd = _sys.btf_load(raw)
+            raw = writer.write(sanitize(self.spec.btf, _btf_features()))
+            self.coll.btf_fd = _sys.btf_load(raw)
         except BpfError as err:
-            coll.warnings.append(f"object BTF refused by the kernel ({err}); loading without BTF")
+            self.coll.warnings.append(f"object BTF refused by the kernel ({err}); loading without BTF")
 
-    def _create_map(self, ms: Any, coll: LiveCollection, *, inner_fd: _sys.Fd | None = None) -> _sys.Fd:
+    def reuse_pinned(self, ms: MapSpec) -> _maps.LiveMap | None:
+        """The map pinned under ``ms.name`` in ``pin_root`` when the spec pins by name.
+
+        :raises BpfError: ``EEXIST`` a different map is pinned there.
+        """
+        path = self._pin_path(ms)
+        if path is None or not os.path.exists(path):
+            return None
+        fd = _sys.obj_get(path, kind="map")
+        with fd.close_on_error():
+            info = _sys.map_info(fd)
+            if (info.type, info.key_size, info.value_size) != (int(ms.type), ms.key_size, ms.value_size):
+                raise BpfError(errno.EEXIST, f"map {ms.name!r}: a different map is pinned at {path}; remove it")
+            return self._wrap(fd, ms)
+
+    def _pin_path(self, ms: MapSpec) -> str | None:
+        from ..obj.spec import PinType
+
+        return os.path.join(self.kernel.pin_root, ms.name) if ms.pinning == PinType.BY_NAME else None
+
+    def create_map(self, ms: MapSpec) -> _maps.LiveMap:
+        """Create the map (an inner template first); with BTF ids where the kernel takes them."""
+        inner_fd = self._create_fd(ms.inner) if ms.inner is not None else None
+        try:
+            fd = self._create_fd(ms, inner_fd=inner_fd)
+        finally:
+            if inner_fd is not None:
+                inner_fd.close()
+        with fd.close_on_error():
+            return self._wrap(fd, ms)
+
+    def _create_fd(self, ms: MapSpec, *, inner_fd: _sys.Fd | None = None) -> _sys.Fd:
+        coll = self.coll
         max_entries = ms.max_entries
         if int(ms.type) == MapType.PERF_EVENT_ARRAY and not max_entries:
             max_entries = possible_cpus()
@@ -215,21 +364,21 @@ class LiveKernel:
             int(ms.type) not in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.PERF_EVENT_ARRAY,
                                  MapType.PROG_ARRAY, MapType.RINGBUF, MapType.STACK_TRACE)
         name = (ms.kernel_name or ms.name)[:15]
-        kw = dict(flags=int(ms.flags), name=name, inner_map_fd=inner_fd, numa_node=ms.numa_node,
-                  map_extra=ms.map_extra)
+        kw: dict[str, Any] = dict(flags=int(ms.flags), name=name, inner_map_fd=inner_fd, numa_node=ms.numa_node,
+                                  map_extra=ms.map_extra)
         if use_btf:
             try:
                 return _sys.map_create(int(ms.type), ms.key_size, ms.value_size, max_entries, btf_fd=coll.btf_fd,
                                        btf_key_type_id=ms.btf_key_type_id, btf_value_type_id=ms.btf_value_type_id,
                                        **kw)
             except BpfError as err:
-                if err.errno != 22:
+                if err.errno != errno.EINVAL:
                     raise
                 coll.warnings.append(f"map {ms.name!r}: kernel refused its BTF types; created without them")
         try:
             return _sys.map_create(int(ms.type), ms.key_size, ms.value_size, max_entries, **kw)
         except BpfError as err:
-            if err.errno == 22:
+            if err.errno == errno.EINVAL:
                 from .features import features
 
                 if not features().map_type(MapType(int(ms.type))).supported:
@@ -238,79 +387,67 @@ class LiveKernel:
                                             f"{MapType(int(ms.type)).name.lower()} maps") from err
             raise
 
-    def _create_maps(self, spec: Any, coll: LiveCollection, kconfig: Mapping[str, object] | None) -> None:
-        from ..obj.spec import PinType
-
-        for ms in spec.maps.values():
-            pin_path = os.path.join(self.pin_root, ms.name) if ms.pinning == PinType.BY_NAME else None
-            if pin_path and os.path.exists(pin_path):
-                fd = _sys.obj_get(pin_path, kind="map")
-                with fd.close_on_error():
-                    info = _sys.map_info(fd)
-                    if (info.type, info.key_size, info.value_size) != (int(ms.type), ms.key_size, ms.value_size):
-                        raise BpfError(17, f"map {ms.name!r}: a different map is pinned at {pin_path}; remove it")
-                    coll.maps[ms.name] = self._wrap(fd, ms, spec)
-                continue
-            inner_fd = None
-            if ms.inner is not None:
-                inner_fd = self._create_map(ms.inner, coll)
-            try:
-                fd = self._create_map(ms, coll, inner_fd=inner_fd)
-            finally:
-                if inner_fd is not None:
-                    inner_fd.close()
-            with fd.close_on_error():
-                coll.maps[ms.name] = self._wrap(fd, ms, spec)
-            value = ms.value
-            if ms.section == ".kconfig" or ms.name == ".kconfig":
-                values: dict[str, object] = dict(kernel_config())
-                values.update(kconfig or {})
-                value = spec.kconfig_data(values)
-            if value is not None and _is_global(ms):
-                _sys.map_update_elem(fd, b"\0\0\0\0", bytes(value).ljust(ms.value_size, b"\0")[: ms.value_size])
-            if ms.frozen:
-                _sys.map_freeze(fd)
-            if pin_path:
-                _sys.obj_pin(fd, pin_path)
-                coll._pins.append(pin_path)
-
-    def _wrap(self, fd: _sys.Fd, ms: Any, spec: Any) -> _maps.LiveMap:
-        btf = spec.btf
-        if _is_global(ms):
+    def _wrap(self, fd: _sys.Fd, ms: MapSpec) -> _maps.LiveMap:
+        btf = self.spec.btf
+        if ms.is_global_data:
             variables = datasec_variables(btf, ms.section if ms.section.startswith(".") else ms.name)
             return _maps.wrap(fd, name=ms.name, cls=_maps.DataSecMap, variables=variables)
         return _maps.wrap(fd, name=ms.name, btf=btf, key_type_id=ms.btf_key_type_id,
                           value_type_id=ms.btf_value_type_id)
 
-    def _load_programs(self, spec: Any, coll: LiveCollection, only: Iterable[str] | None, log_level: int) -> None:
-        selected, skipped = spec.select(only)
-        coll.skipped.update(skipped)
-        for ps in selected:
-            if ProgFlags.MULTI_FUNC in ProgFlags(int(ps.flags)) and ".multi_func" in ps.section:
-                if only is not None:
-                    raise NotSupportedError("seed multi_func", f"program {ps.name!r} uses the seed's "
-                                            "BPF_F_MULTI_FUNC ABI, which only the emulated kernel implements")
-                coll.skipped[ps.name] = "seed multi_func ABI: emulated kernel only"
-                continue
-            coll.programs[ps.name] = self._load_program(ps, spec, coll, log_level)
+    def write_global(self, m: api.Map, ms: MapSpec, data: bytes) -> None:
+        """Store the section's initial bytes in its one element."""
+        _sys.map_update_elem(m.fd, b"\0\0\0\0", data)
 
-    def _load_program(self, ps: Any, spec: Any, coll: LiveCollection, log_level: int) -> LiveProgram:
-        def map_fd(name: str) -> int:
-            if name not in coll.maps:
-                raise NotFoundError("map", name, f"program {ps.name!r} refers to it")
-            return coll.maps[name].fd.fd
+    def freeze(self, m: api.Map) -> None:
+        """``BPF_MAP_FREEZE``."""
+        _sys.map_freeze(m.fd)
 
-        target = self.vmlinux if (ps.core_relos or ps.externs) else None
-        insns = ps.instructions(map_fd, target, ksym_addr=self._ksym_addr)
+    def pin(self, m: api.Map, ms: MapSpec) -> None:
+        """Pin a map whose spec pins by name (removed again if the load fails)."""
+        path = self._pin_path(ms)
+        if path:
+            _sys.obj_pin(m.fd, path)
+            self.pins.append(path)
+
+    def kconfig_values(self) -> Mapping[str, object]:
+        """The running kernel's config plus ``LINUX_KERNEL_VERSION``."""
+        return kernel_config()
+
+    def refuse(self, ps: ProgramSpec, *, explicit: bool) -> str | None:
+        """The seed's ``BPF_F_MULTI_FUNC`` programs run only in the emulated kernel.
+
+        :raises NotSupportedError: such a program was named explicitly.
+        """
+        if ProgFlags.MULTI_FUNC in ProgFlags(int(ps.flags)) and ".multi_func" in ps.section:
+            if explicit:
+                raise NotSupportedError("seed multi_func", f"program {ps.name!r} uses the seed's BPF_F_MULTI_FUNC "
+                                        "ABI, which only the emulated kernel implements")
+            return "seed multi_func ABI: emulated kernel only"
+        return None
+
+    def core_target(self, ps: ProgramSpec) -> Btf | None:
+        """vmlinux BTF, read only when the program has CO-RE relocations or externs."""
+        return self.kernel.vmlinux if (ps.core_relos or ps.externs) else None
+
+    def ksym_addr(self, name: str) -> int | None:
+        """From ``/proc/kallsyms``."""
+        return self.kernel.ksym_addr(name)
+
+    def load_program(self, ps: ProgramSpec, insns: list[Insn], log_level: int) -> LiveProgram:
+        """``BPF_PROG_LOAD`` with func/line info (so a rejection shows source lines)."""
+        coll = self.coll
         btf_ok = coll.btf_fd is not None
         func_info = pack_func_info(ps.kernel_func_info()) if btf_ok and ps.func_info else b""
         line_info = pack_line_info(ps.kernel_line_info()) if btf_ok and ps.line_info else b""
         try:
-            return load_insns(insns, ps.prog_type, name=ps.name, license=ps.license or spec.license or "GPL",
+            return load_insns(insns, ps.prog_type, name=ps.name, license=ps.license or self.spec.license or "GPL",
                               expected_attach_type=ps.expected_attach_type, flags=ps.flags,
-                              attach_btf_id=self._attach_btf_id(ps), btf_fd=coll.btf_fd, func_info=func_info,
-                              line_info=line_info, kern_version=ps.kernel_version, log_level=log_level,
-                              section=ps.section, attach_target=ps.attach_target, spec=ps)
+                              attach_btf_id=self.kernel.attach_btf_id(ps.expected_attach_type, ps.attach_target,
+                                                                      ps.name),
+                              btf_fd=coll.btf_fd, func_info=func_info, line_info=line_info,
+                              kern_version=ps.kernel_version, log_level=log_level, section=ps.section,
+                              attach_target=ps.attach_target, spec=ps)
         except BpfError as err:
             missing = _missing_feature(ps)
             if missing is not None:
@@ -318,18 +455,9 @@ class LiveKernel:
                     from err
             raise
 
-    def _fill_slots(self, spec: Any, coll: LiveCollection) -> None:
-        for ms in spec.maps.values():
-            if not ms.init_slots:
-                continue
-            m = coll.maps[ms.name]
-            for slot, name in ms.init_slots.items():
-                obj = coll.programs.get(name) or coll.maps.get(name)
-                if obj is None:
-                    if name in coll.skipped:
-                        continue
-                    raise NotFoundError("program or map", name, f"slot {slot} of map {ms.name!r} refers to it")
-                m[slot] = obj
+    def set_slot(self, m: api.Map, slot: int, obj: api.Program | api.Map) -> None:
+        """Prog arrays and maps of maps take the object itself."""
+        m[slot] = obj
 
 
 _btf_feats: Any = None
@@ -342,11 +470,6 @@ def _btf_features() -> Any:
 
         _btf_feats = KernelFeatures.probe(lambda raw: _sys.btf_load(raw, retry_with_log=False))
     return _btf_feats
-
-
-def _is_global(ms: Any) -> bool:
-    v = ms.is_global_data
-    return bool(v() if callable(v) else v)
 
 
 def _missing_feature(ps: Any) -> tuple[str, str] | None:

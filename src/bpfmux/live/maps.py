@@ -46,7 +46,7 @@ def _round8(n: int) -> int:
 class LiveMap(api.Map):
     """A map in the running kernel; the base class of every map type.
 
-    :ivar fd: the owned :class:`~bpfmux.live.sys.Fd`.
+    :ivar fd_obj: the owned :class:`~bpfmux.live.sys.Fd` (``fd`` is its number).
     :ivar name: map name (the ELF name when loaded from an object).
     :ivar type: :class:`~bpfmux.uapi.MapType`.
     :ivar id: the kernel's map id.
@@ -55,7 +55,7 @@ class LiveMap(api.Map):
 
     def __init__(self, fd: _sys.Fd, info: _sys.MapInfo, *, name: str | None = None,
                  key_codec: Codec | None = None, value_codec: Codec | None = None, btf: Any = None) -> None:
-        self.fd = fd
+        self.fd_obj = fd
         self.name = name if name is not None else info.name.decode(errors="replace")
         try:
             self.type = MapType(info.type)
@@ -81,14 +81,22 @@ class LiveMap(api.Map):
 
     # --- resource ---------------------------------------------------------------
 
+    @property
+    def fd(self) -> int:
+        """The map fd number.
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        return self.fd_obj.fd
+
     def close(self) -> None:
         """Close the map fd (the map lives on while programs or pins hold it)."""
-        self.fd.close()
+        self.fd_obj.close()
 
     @property
     def closed(self) -> bool:
         """True once closed."""
-        return self.fd.closed
+        return self.fd_obj.closed
 
     def __repr__(self) -> str:
         t = self.type.name.lower() if isinstance(self.type, MapType) else self.type
@@ -332,8 +340,8 @@ class ArrayMap(LiveMap):
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Any) -> None:
-        raise NotSupportedError(f"{self.type.name.lower()} element delete",
-                                f"map {self.name!r}: array elements cannot be deleted; assign a zero value instead")
+        raise BpfError(_errno.EINVAL, f"map {self.name!r}: array elements cannot be deleted (the kernel refuses "
+                                      "it); assign a zero value instead")
 
     def __len__(self) -> int:
         return self.max_entries
@@ -801,7 +809,7 @@ def create(map_type: MapType | int, key_size: int, value_size: int, max_entries:
     :raises BpfError: the kernel refused (``EINVAL`` sizes/flags, ``EPERM``).
     :raises NotSupportedError: the kernel does not know this map type.
     """
-    inner = inner_map.fd if isinstance(inner_map, LiveMap) else inner_map
+    inner = inner_map.fd_obj if isinstance(inner_map, LiveMap) else inner_map
     try:
         fd = _sys.map_create(int(map_type), key_size, value_size, max_entries, flags=flags, name=name,
                              inner_map_fd=inner, btf_fd=btf_fd, btf_key_type_id=key_type_id if btf_fd else 0,

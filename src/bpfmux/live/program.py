@@ -1,10 +1,10 @@
 """Loaded programs of the live kernel.
 
 :class:`LiveProgram` implements :class:`bpfmux.api.Program`: ``attach`` and
-``attach_many`` hand over to :mod:`bpfmux.live.links` (``links.attach(program,
-target, **opts)`` / ``links.attach_many(program, targets, cookies, **opts)``),
-which read ``fd``, ``prog_type``, ``expected_attach_type`` and ``section``
-from the program; ``test_run`` wraps ``BPF_PROG_TEST_RUN``.
+``attach_many`` go through the one dispatch of :mod:`bpfmux.attach` to the
+live kernel's linker (:mod:`bpfmux.live.links`); ``test_run`` wraps
+``BPF_PROG_TEST_RUN``. A program opened from a borrowed fd number
+(:func:`from_id` owns its fd; ``LiveProgram(7, …)`` does not) works the same.
 
 :func:`load_insns` loads a program from raw instructions (``list[Insn]`` or
 bytes); :class:`~bpfmux.live.kernel.LiveKernel` uses it for ELF objects.
@@ -26,23 +26,21 @@ from . import sys as _sys
 class LiveProgram(api.Program):
     """A program loaded into the running kernel.
 
-    :ivar fd: the owned :class:`~bpfmux.live.sys.Fd`.
-    :ivar name: / :ivar section: program name and ELF section (``""`` for raw).
-    :ivar prog_type: / :ivar expected_attach_type: as loaded.
-    :ivar attach_target: the target the section names (``None`` if none).
-    :ivar spec: the :class:`~bpfmux.obj.ProgramSpec` it came from, if any.
+    :ivar fd_obj: the owned :class:`~bpfmux.live.sys.Fd` (or a borrowed fd
+        number, which :meth:`close` leaves open).
     :ivar log: the verifier log when one was asked for.
+    (``name``, ``section``, ``prog_type``, ``attach_type``, ``attach_target``,
+    ``flags`` and ``spec`` as :class:`bpfmux.api.Program` says.)
     """
 
-    def __init__(self, fd: _sys.Fd, *, name: str, prog_type: ProgType | int, section: str = "",
-                 expected_attach_type: AttachType | int | None = None, attach_target: str | None = None,
+    def __init__(self, fd: _sys.Fd | int, *, name: str, prog_type: ProgType | int, section: str = "",
+                 attach_type: AttachType | int | None = None, attach_target: str | None = None,
                  flags: ProgFlags | int = 0, spec: Any = None, log: str = "") -> None:
-        self.fd = fd
+        self.fd_obj = fd
         self.name = name
         self.section = section
         self.prog_type = ProgType(prog_type)
-        self.type = self.prog_type
-        self.expected_attach_type = AttachType(expected_attach_type) if expected_attach_type is not None else None
+        self.attach_type = AttachType(attach_type) if attach_type is not None else None
         self.attach_target = attach_target
         self.flags = ProgFlags(flags)
         self.spec = spec
@@ -51,18 +49,27 @@ class LiveProgram(api.Program):
 
     # --- resource ------------------------------------------------------------------
 
+    @property
+    def fd(self) -> int:
+        """The program fd number.
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        return self.fd_obj.fd if isinstance(self.fd_obj, _sys.Fd) else self.fd_obj
+
     def close(self) -> None:
-        """Close the program fd (attached links keep the program alive)."""
-        self.fd.close()
+        """Close the program fd if owned (attached links keep the program alive)."""
+        if isinstance(self.fd_obj, _sys.Fd):
+            self.fd_obj.close()
 
     @property
     def closed(self) -> bool:
-        """True once closed."""
-        return self.fd.closed
+        """True once closed (a borrowed fd number never is)."""
+        return isinstance(self.fd_obj, _sys.Fd) and self.fd_obj.closed
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"id={self.id}"
-        return f"<LiveProgram {self.name!r} {self.prog_type.name.lower()} {state}>"
+        return f"<{type(self).__name__} {self.name!r} {self.prog_type.name.lower()} {state}>"
 
     # --- kernel facts ------------------------------------------------------------------
 
@@ -102,46 +109,27 @@ class LiveProgram(api.Program):
 
     def test_run(self, ctx: bytes | None = None, data_in: bytes | None = None, repeat: int = 1, *,
                  data_size_out: int | None = None, ctx_size_out: int | None = None, flags: int = 0,
-                 cpu: int = 0) -> _sys.TestRunResult:
-        """Run the program once (or ``repeat`` times) with ``BPF_PROG_TEST_RUN``.
+                 cpu: int = 0) -> api.TestRunResult:
+        """Run the program with ``BPF_PROG_TEST_RUN`` (see
+        :meth:`bpfmux.api.Program.test_run`). Output buffers default to the
+        input sizes.
 
-        ``ctx`` is the context bytes (for ``syscall``, ``raw_tp``, tracing
-        programs, …), ``data_in`` the packet for networking programs. Output
-        buffers default to the input sizes.
-
-        :returns: :class:`~bpfmux.live.sys.TestRunResult` (``retval``,
-            ``duration_ns``, ``data_out``, ``ctx_out``).
         :raises BpfError: the program type cannot be test run (``ENOTSUPP``,
             ``EINVAL`` with a hint).
         """
+        no_ctx_out = self.prog_type in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT, ProgType.TRACING)
         if data_size_out is None:
             data_size_out = len(data_in) + 256 if data_in else 0
         if ctx_size_out is None:
-            ctx_size_out = len(ctx) if ctx and self.prog_type not in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT,
-                                                                      ProgType.TRACING) else 0
-        rep = repeat if self.prog_type not in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT, ProgType.TRACING) else 0
-        return _sys.prog_test_run(self.fd, data_in=data_in, data_size_out=data_size_out, ctx_in=ctx,
-                                  ctx_size_out=ctx_size_out, repeat=rep, flags=flags, cpu=cpu)
+            ctx_size_out = len(ctx) if ctx and not no_ctx_out else 0
+        res = _sys.prog_test_run(self.fd, data_in=data_in, data_size_out=data_size_out, ctx_in=ctx,
+                                 ctx_size_out=ctx_size_out, repeat=0 if no_ctx_out else repeat, flags=flags, cpu=cpu)
+        return api.TestRunResult(res.retval, res.duration_ns, res.data_out, res.ctx_out)
 
-    def attach(self, target: str | None = None, **options: Any) -> api.Link:
-        """Attach by section (or to ``target``); see :func:`bpfmux.live.links.attach`.
+    def _linker(self) -> Any:
+        from .links import LINKER
 
-        :raises NotSupportedError: the kernel lacks this attach kind.
-        :raises BpfError: the kernel refused the attach.
-        """
-        from . import links
-
-        return links.attach(self, target, **options)
-
-    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> api.MultiLink:
-        """Attach to every target at once; see :func:`bpfmux.live.links.attach_many`.
-
-        :raises NotSupportedError: no mechanism fits these targets.
-        :raises BpfError: the kernel refused the attach.
-        """
-        from . import links
-
-        return links.attach_many(self, list(targets), cookies, **options)
+        return LINKER
 
 
 _FUNC_INFO = struct.Struct("<II")
@@ -179,9 +167,8 @@ def load_insns(insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name
                         attach_btf_obj_fd=attach_btf_obj_fd, log_level=log_level,
                         log_out=log if log_level else None)
     with fd.close_on_error():
-        return LiveProgram(fd, name=name, prog_type=prog_type, section=section,
-                           expected_attach_type=expected_attach_type, attach_target=attach_target, flags=flags,
-                           spec=spec, log="".join(log))
+        return LiveProgram(fd, name=name, prog_type=prog_type, section=section, attach_type=expected_attach_type,
+                           attach_target=attach_target, flags=flags, spec=spec, log="".join(log))
 
 
 def from_id(prog_id: int) -> LiveProgram:

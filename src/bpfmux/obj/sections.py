@@ -36,6 +36,7 @@ __all__ = [
     "SecFlags",
     "SectionDef",
     "SectionInfo",
+    "attach_kind_of",
     "match_section",
     "parse_section",
 ]
@@ -70,7 +71,9 @@ class SecFlags(enum.IntFlag):
 
 
 class AttachKind(enum.Enum):
-    """How a program of a section kind is attached automatically."""
+    """How a program attaches: the one enum both kernels dispatch on
+    (:mod:`bpfmux.attach`). Derived from the section name when there is one,
+    else from the program's type and attach type (:func:`attach_kind_of`)."""
 
     KPROBE = "kprobe"
     KPROBE_MULTI = "kprobe_multi"
@@ -81,9 +84,12 @@ class AttachKind(enum.Enum):
     USDT = "usdt"
     TRACEPOINT = "tracepoint"
     RAW_TRACEPOINT = "raw_tracepoint"
-    TRACE = "trace"  # tp_btf, fentry, fexit, fmod_ret, fsession, freplace
-    TRACE_MULTI = "trace_multi"  # mainline tracing multi
-    MULTI_FUNC = "multi_func"  # the seed's tracing multi
+    TP_BTF = "tp_btf"
+    TRAMPOLINE = "trampoline"  # fentry, fexit, fmod_ret, fsession: one function, a BPF trampoline
+    TRACE_MULTI = "trace_multi"  # mainline tracing multi (fentry.multi, …)
+    MULTI_FUNC = "multi_func"  # the seed's tracing multi (BPF_F_MULTI_FUNC)
+    PERF_EVENT = "perf_event"  # a sampling perf event per CPU
+    FREPLACE = "freplace"
     LSM = "lsm"
     ITER = "iter"
 
@@ -169,15 +175,15 @@ SECTION_DEFS: tuple[SectionDef, ...] = (
     _d("raw_tp+", P.RAW_TRACEPOINT, None, F.NONE, K.RAW_TRACEPOINT),
     _d("raw_tracepoint.w+", P.RAW_TRACEPOINT_WRITABLE, None, F.NONE, K.RAW_TRACEPOINT),
     _d("raw_tp.w+", P.RAW_TRACEPOINT_WRITABLE, None, F.NONE, K.RAW_TRACEPOINT),
-    _d("tp_btf+", P.TRACING, A.TRACE_RAW_TP, _BTF, K.TRACE),
-    _d("fentry+", P.TRACING, A.TRACE_FENTRY, _BTF, K.TRACE),
-    _d("fmod_ret+", P.TRACING, A.MODIFY_RETURN, _BTF, K.TRACE),
-    _d("fexit+", P.TRACING, A.TRACE_FEXIT, _BTF, K.TRACE),
-    _d("fentry.s+", P.TRACING, A.TRACE_FENTRY, _BTF | _S, K.TRACE),
-    _d("fmod_ret.s+", P.TRACING, A.MODIFY_RETURN, _BTF | _S, K.TRACE),
-    _d("fexit.s+", P.TRACING, A.TRACE_FEXIT, _BTF | _S, K.TRACE),
-    _d("fsession+", P.TRACING, A.TRACE_FSESSION, _BTF | _SES, K.TRACE),
-    _d("fsession.s+", P.TRACING, A.TRACE_FSESSION, _BTF | _SES | _S, K.TRACE),
+    _d("tp_btf+", P.TRACING, A.TRACE_RAW_TP, _BTF, K.TP_BTF),
+    _d("fentry+", P.TRACING, A.TRACE_FENTRY, _BTF, K.TRAMPOLINE),
+    _d("fmod_ret+", P.TRACING, A.MODIFY_RETURN, _BTF, K.TRAMPOLINE),
+    _d("fexit+", P.TRACING, A.TRACE_FEXIT, _BTF, K.TRAMPOLINE),
+    _d("fentry.s+", P.TRACING, A.TRACE_FENTRY, _BTF | _S, K.TRAMPOLINE),
+    _d("fmod_ret.s+", P.TRACING, A.MODIFY_RETURN, _BTF | _S, K.TRAMPOLINE),
+    _d("fexit.s+", P.TRACING, A.TRACE_FEXIT, _BTF | _S, K.TRAMPOLINE),
+    _d("fsession+", P.TRACING, A.TRACE_FSESSION, _BTF | _SES, K.TRAMPOLINE),
+    _d("fsession.s+", P.TRACING, A.TRACE_FSESSION, _BTF | _SES | _S, K.TRAMPOLINE),
     # 2026 mainline tracing multi: one program, many BTF functions (glob target)
     _d("fentry.multi+", P.TRACING, A.TRACE_FENTRY_MULTI, F.ATTACH_BTF_MULTI, K.TRACE_MULTI),
     _d("fexit.multi+", P.TRACING, A.TRACE_FEXIT_MULTI, F.ATTACH_BTF_MULTI, K.TRACE_MULTI),
@@ -188,7 +194,7 @@ SECTION_DEFS: tuple[SectionDef, ...] = (
     # the seed's (2021) multi-function programs: BPF_F_MULTI_FUNC, glob target
     _d("fentry.multi_func/", P.TRACING, A.TRACE_FENTRY, F.MULTI_FUNC, K.MULTI_FUNC),
     _d("fexit.multi_func/", P.TRACING, A.TRACE_FEXIT, F.MULTI_FUNC, K.MULTI_FUNC),
-    _d("freplace+", P.EXT, None, _BTF, K.TRACE),
+    _d("freplace+", P.EXT, None, _BTF, K.FREPLACE),
     _d("lsm+", P.LSM, A.LSM_MAC, _BTF, K.LSM),
     _d("lsm.s+", P.LSM, A.LSM_MAC, _BTF | _S, K.LSM),
     _d("lsm_cgroup+", P.LSM, A.LSM_CGROUP, _BTF),
@@ -201,7 +207,7 @@ SECTION_DEFS: tuple[SectionDef, ...] = (
     _d("xdp/cpumap", P.XDP, A.XDP_CPUMAP, F.ATTACHABLE),
     _d("xdp.frags", P.XDP, A.XDP, F.XDP_FRAGS),
     _d("xdp", P.XDP, A.XDP, F.ATTACHABLE_OPT),
-    _d("perf_event", P.PERF_EVENT, None),
+    _d("perf_event", P.PERF_EVENT, None, F.NONE, K.PERF_EVENT),
     _d("lwt_in", P.LWT_IN, None),
     _d("lwt_out", P.LWT_OUT, None),
     _d("lwt_xmit", P.LWT_XMIT, None),
@@ -365,3 +371,49 @@ def parse_section(section: str) -> SectionInfo:
             "'raw_tp/<name>', 'fentry/<func>', 'uprobe/<binary>:<func>', 'socket' or 'syscall'",
         )
     return info
+
+
+_BY_ATTACH_TYPE: dict[AttachType, AttachKind] = {
+    AttachType.TRACE_RAW_TP: AttachKind.TP_BTF,
+    AttachType.TRACE_FENTRY: AttachKind.TRAMPOLINE,
+    AttachType.TRACE_FEXIT: AttachKind.TRAMPOLINE,
+    AttachType.MODIFY_RETURN: AttachKind.TRAMPOLINE,
+    AttachType.TRACE_FSESSION: AttachKind.TRAMPOLINE,
+    AttachType.TRACE_FENTRY_MULTI: AttachKind.TRACE_MULTI,
+    AttachType.TRACE_FEXIT_MULTI: AttachKind.TRACE_MULTI,
+    AttachType.TRACE_FSESSION_MULTI: AttachKind.TRACE_MULTI,
+    AttachType.TRACE_KPROBE_MULTI: AttachKind.KPROBE_MULTI,
+    AttachType.TRACE_KPROBE_SESSION: AttachKind.KPROBE_SESSION,
+    AttachType.TRACE_UPROBE_MULTI: AttachKind.UPROBE_MULTI,
+    AttachType.TRACE_UPROBE_SESSION: AttachKind.UPROBE_MULTI,
+    AttachType.TRACE_ITER: AttachKind.ITER,
+    AttachType.LSM_MAC: AttachKind.LSM,
+}
+_BY_PROG_TYPE: dict[ProgType, AttachKind] = {
+    ProgType.TRACEPOINT: AttachKind.TRACEPOINT,
+    ProgType.RAW_TRACEPOINT: AttachKind.RAW_TRACEPOINT,
+    ProgType.RAW_TRACEPOINT_WRITABLE: AttachKind.RAW_TRACEPOINT,
+    ProgType.KPROBE: AttachKind.KPROBE,
+    ProgType.PERF_EVENT: AttachKind.PERF_EVENT,
+    ProgType.EXT: AttachKind.FREPLACE,
+}
+
+
+def attach_kind_of(prog_type: ProgType | int, attach_type: AttachType | int | None = None,
+                   flags: ProgFlags | int = 0, section: str = "") -> AttachKind | None:
+    """How a program attaches: what its section says when the section is
+    known and agrees with the program's type, else what its type and attach
+    type say (a plain kprobe-type program is a kprobe; give ``BIN:SYM``
+    targets to attach it as a uprobe). ``None``: it does not attach to a
+    tracing hook (socket filters, XDP, cgroup programs, syscall programs, …).
+    """
+    ptype = ProgType(int(prog_type))
+    if section:
+        info = match_section(section)
+        if info.kind is not None and info.kind.attach is not None and info.prog_type == ptype:
+            return info.kind.attach
+    if ptype == ProgType.TRACING and ProgFlags.MULTI_FUNC in ProgFlags(int(flags)):
+        return AttachKind.MULTI_FUNC
+    if attach_type is not None and int(attach_type) in _BY_ATTACH_TYPE.keys():
+        return _BY_ATTACH_TYPE[AttachType(int(attach_type))]
+    return _BY_PROG_TYPE.get(ptype)

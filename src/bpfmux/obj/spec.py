@@ -373,6 +373,51 @@ class ObjectSpec:
         """The ``__ksym`` externs (variables and kfuncs)."""
         return [e for e in self.externs.values() if e.kind is not ExternKind.KCONFIG]
 
+    def set_rodata(self, name: str, value: int | bytes | str) -> None:
+        """Set a ``const volatile`` global (``.rodata``, ``.rodata.*``)
+        before load, as a tool's user space does (``skel->rodata->x = …``);
+        the value is encoded with the variable's BTF type (text fills a
+        char array).
+
+        :raises NotFoundError: no read-only global of that name (or no BTF).
+        :raises ParseError: the value does not fit the variable's type.
+        """
+        from ..btf.codec import codec
+
+        for ms in self.maps.values():
+            if not ms.section.startswith(".rodata") or self.btf is None:
+                continue
+            try:
+                ds = self.btf.find(ms.section, "datasec")
+            except KeyError:
+                continue
+            for vs in ds.vars:
+                var = self.btf[vs.type_id]
+                if var.name != name:
+                    continue
+                c = codec(self.btf, var.type_id)
+                v: object = value.encode() if isinstance(value, str) else value
+                if isinstance(v, bytes):
+                    v = v.ljust(c.size, b"\0")[: c.size]
+                data = bytearray(ms.value or bytes(ms.value_size))
+                data[vs.offset : vs.offset + vs.size] = c.encode(v)[: vs.size]
+                ms.value = bytes(data)
+                return
+        raise NotFoundError("read-only global (const volatile)", name,
+                            f"the object's read-only globals are in {', '.join(self.rodata_variables()) or 'none'}")
+
+    def rodata_variables(self) -> list[str]:
+        """Names of the object's ``const volatile`` globals."""
+        out: list[str] = []
+        for ms in self.maps.values():
+            if ms.section.startswith(".rodata") and self.btf is not None:
+                try:
+                    ds = self.btf.find(ms.section, "datasec")
+                except KeyError:
+                    continue
+                out.extend(self.btf[vs.type_id].name for vs in ds.vars)
+        return out
+
     def kconfig_data(self, values: Mapping[str, object]) -> bytes:
         """The ``.kconfig`` map value for the given config values.
 

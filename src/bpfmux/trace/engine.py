@@ -1,25 +1,30 @@
 """The tracer: maps, generated programs and links for a set of probe specs,
-and snapshots of what they counted.
+and snapshots of what they counted, on either kernel.
 
-``with Tracer(specs, options) as t:`` plans (:mod:`bpfmux.trace.plan`),
-creates the maps, loads one generated program per group
-(:mod:`bpfmux.trace.progs`) and attaches it with the group's mechanism;
-:meth:`Tracer.snapshot` reads the maps; :meth:`Tracer.close` detaches and
-closes everything (also on errors and Ctrl-C during setup).
+``with Tracer(specs, options, kernel=k) as t:`` plans
+(:mod:`bpfmux.trace.plan`, asking the kernel what exists), creates the maps,
+loads one generated program per group (:mod:`bpfmux.trace.progs`) and
+attaches it with the group's :class:`~bpfmux.trace.plan.Mechanism`, all
+through the kernel contract (:mod:`bpfmux.api`), so the same tracer runs on
+the live kernel and on the emulated one. :meth:`Tracer.snapshot` reads the
+maps; :meth:`Tracer.close` detaches and closes everything (also on errors
+and Ctrl-C during setup).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BpfError, NotFoundError, NotSupportedError
+from .. import api
+from ..errors import ENOTSUPP, BpfError, NotFoundError, NotSupportedError
 from ..uapi import AttachType, MapType, ProgType
 from . import progs as P
-from .plan import Group, Probe, TraceOptions, plan
+from .plan import Group, Mechanism, Probe, TraceOptions, plan
 from .spec import ProbeSpec
 
 __all__ = ["Snapshot", "Tracer"]
@@ -51,24 +56,29 @@ def _comm(raw: bytes) -> str:
 
 
 class Tracer:
-    """Generated programs on every probe of ``specs``.
+    """Generated programs on every probe of ``specs``, on either kernel.
 
+    :param kernel: the :class:`~bpfmux.api.Kernel` to trace (default: a new
+        :class:`~bpfmux.live.LiveKernel`, closed with the tracer).
     :ivar groups: the planned :class:`~bpfmux.trace.plan.Group` list.
     :ivar probes: every probe, by index.
     :ivar mechanisms: one line per group saying how it was attached.
     :ivar attach_seconds: time from :meth:`start` to everything attached.
     """
 
-    def __init__(self, specs: list[ProbeSpec], options: TraceOptions | None = None) -> None:
+    def __init__(self, specs: list[ProbeSpec], options: TraceOptions | None = None, *,
+                 kernel: api.Kernel | None = None) -> None:
         self.specs = specs
         self.options = options or TraceOptions()
+        self.kernel = kernel
+        self._own_kernel = kernel is None
         self.groups: list[Group] = []
         self.probes: list[Probe] = []
         self.mechanisms: list[str] = []
         self.attach_seconds = 0.0
-        self.maps: dict[str, Any] = {}
-        self._programs: list[Any] = []
-        self._links: list[Any] = []
+        self.maps: dict[str, api.Map] = {}
+        self._programs: list[api.Program] = []
+        self._links: list[api.Link] = []
         self._ring: Any = None
         self._started = False
         self._closed = False
@@ -94,53 +104,58 @@ class Tracer:
         self._started = True
         t0 = time.monotonic()
         try:
-            self.groups, self.probes = plan(self.specs, self.options)
+            if self.kernel is None:
+                from ..live import LiveKernel
+
+                self.kernel = LiveKernel()
+            self.groups, self.probes = plan(self.specs, self.options, self.kernel)
             self._create_maps()
             for g in self.groups:
-                self._attach_group(g)
+                _ATTACH[g.how](self, g)
         except BaseException:
             self.close()
             raise
         self.attach_seconds = time.monotonic() - t0
 
     def close(self) -> None:
-        """Detach every link, close programs, maps and the ring buffer reader; idempotent."""
+        """Detach every link, close programs, maps and the ring buffer reader
+        (all of them even if one close fails); idempotent.
+
+        :raises BaseException: the first error a close raised, after everything was closed.
+        """
         if self._closed:
             return
         self._closed = True
-        from ..live.links._base import close_all
-
         links, self._links = self._links, []
-        # perf-event links wait for a grace period each: close those on threads so the waits overlap;
-        # bpf_links (raw tracepoints, multi links) close in microseconds, in order
-        perf = [lk for lk in links if hasattr(lk, "event") or hasattr(lk, "parallel_close")]
-        fast = [lk for lk in links if not (hasattr(lk, "event") or hasattr(lk, "parallel_close"))]
-        try:
+        errors: list[BaseException] = []
+        closables: list[Any] = [*links, *([self._ring] if self._ring is not None else []), *self._programs,
+                                *self.maps.values()]
+        if self._own_kernel and self.kernel is not None:
+            closables.append(self.kernel)
+        for obj in closables:
             try:
-                close_all(fast)
-            finally:
-                close_all(perf, parallel=True)
-        finally:
-            if self._ring is not None:
-                self._ring.close()
-            for p in self._programs:
-                p.close()
-            for m in self.maps.values():
-                m.close()
-            self._programs = []
-            self.maps = {}
+                obj.close()
+            except BaseException as e:  # keep closing, re-raise below
+                errors.append(e)
+        self._programs = []
+        self.maps = {}
+        if errors:
+            raise errors[0]
+
+    @property
+    def _k(self) -> api.Kernel:
+        assert self.kernel is not None, "start() sets the kernel"
+        return self.kernel
 
     # --- maps -------------------------------------------------------------------------
 
     def _create_maps(self) -> None:
-        from ..live import maps as M
-
         opts = self.options
         n = max(1, len(self.probes))
         by = opts.by is not None
 
         def mk(name: str, t: MapType, k: int, v: int, entries: int) -> None:
-            self.maps[name] = M.create(t, k, v, entries, name=f"bpfmux_{name}"[:15])
+            self.maps[name] = self._k.create_map(t, k, v, entries, name=f"bpfmux_{name}"[:15])
 
         mode = opts.mode
         if mode == "count" and not by:
@@ -158,7 +173,7 @@ class Tracer:
         if mode == "args":
             mk("events", MapType.RINGBUF, 0, 0, 1 << 24)
             mk("drops", MapType.PERCPU_ARRAY, 4, 8, 1)
-        for table, how in (("sysidx", "sys_enter"), ("sysidx_exit", "sys_exit")):
+        for table, how in (("sysidx", Mechanism.SYS_ENTER), ("sysidx_exit", Mechanism.SYS_EXIT)):
             groups = [g for g in self.groups if g.how == how]
             if not groups:
                 continue
@@ -167,7 +182,7 @@ class Tracer:
             for g in groups:
                 for p in g.probes:
                     values[p.info["syscall"]] = p.idx + 1
-            if mode == "args" and how == "sys_enter":
+            if mode == "args" and how == Mechanism.SYS_ENTER:
                 self._syscall_string_args(values)
             m = self.maps[table]
             for nr, v in values.items():
@@ -179,7 +194,7 @@ class Tracer:
         from .decode import syscall_fields
 
         for g in self.groups:
-            if g.how != "sys_enter":
+            if g.how != Mechanism.SYS_ENTER:
                 continue
             for p, name in zip(g.probes, g.targets, strict=True):
                 fields = syscall_fields(name)
@@ -208,105 +223,70 @@ class Tracer:
                       by_comm=o.by == "comm", min_latency=o.min_latency, payload=payload, nargs=nargs)
 
     def _load(self, spec: P.Spec, prog_type: ProgType, name: str, *, attach: AttachType | None = None,
-              attach_btf_id: int = 0) -> Any:  # fmt: skip
-        from ..live.program import load_insns
-
+              target: str | None = None) -> api.Program:  # fmt: skip
         prog = P.build(spec)
-        values: dict[Any, int] = {name: m.fd.fd for name, m in self.maps.items()}
+        values: dict[Any, int] = {name: m.fd for name, m in self.maps.items()}
         for r in prog.relocations:
             if r.kind.value == "kfunc" and r.ref not in values:
-                values[r.ref] = _vmlinux_id(str(r.ref), "func")
+                values[r.ref] = self._k.btf_id(str(r.ref), "func")
         insns = prog.resolve(values)
-        p = load_insns(insns, prog_type, name=name[:15], expected_attach_type=attach, attach_btf_id=attach_btf_id)
+        p = self._k.load_program(insns, prog_type, name=name[:15], attach_type=attach, attach_target=target)
         self._programs.append(p)
         return p
 
-    def _attach_group(self, g: Group) -> None:
-        how = g.how
-        n = len(g.probes)
-        if how in ("sys_enter", "sys_exit"):
-            self._attach_syscalls(g)
-        elif how == "raw_tp":
-            self._attach_raw_tp(g)
-        elif how == "tracepoint":
-            self._attach_tracepoints(g, g.targets, g.probes, why="")
-        elif how == "uprobe_multi":
-            from ..live.links import attach_uprobe_multi
+    # --- one method per mechanism -----------------------------------------------------
 
-            session = g.role == "session"
-            at = AttachType.TRACE_UPROBE_SESSION if session else AttachType.TRACE_UPROBE_MULTI
-            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe", attach=at)
-            pid = self.options.pid if self.options.pid is not None else -1
-            link = attach_uprobe_multi(prog, g.targets, [p.idx for p in g.probes], retprobe=g.retprobe,
-                                       session=session, pid=pid)  # fmt: skip
-            self._links.append(link)
-            nlinks = len(getattr(link, "links", [link]))
-            kind = "uprobe session" if session else ("uretprobe_multi" if g.retprobe else "uprobe_multi")
-            self.mechanisms.append(f"{g.spec.text}: {kind}, {n} functions in {nlinks} link(s)"
-                                   f"{', pid filter in the link' if pid > 0 else ''}")  # fmt: skip
-        elif how == "uprobe":
-            from ..live.links import attach_uprobe
+    def _uprobe_multi(self, g: Group) -> None:
+        session = g.role == "session"
+        at = AttachType.TRACE_UPROBE_SESSION if session else AttachType.TRACE_UPROBE_MULTI
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe", attach=at)
+        pid = self.options.pid if self.options.pid is not None else -1
+        link = prog.attach_many(g.targets, [p.idx for p in g.probes], retprobe=g.retprobe, session=session, pid=pid)
+        self._links.append(link)
+        nlinks = len(getattr(link, "links", [link]))
+        kind = "uprobe session" if session else ("uretprobe_multi" if g.retprobe else "uprobe_multi")
+        self.mechanisms.append(f"{g.spec.text}: {kind}, {len(g.probes)} functions in {nlinks} link(s)"
+                               f"{', pid filter in the link' if pid > 0 else ''}")  # fmt: skip
 
-            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe")
-            pid = self.options.pid if self.options.pid is not None else -1
-            self._attach_each(g, lambda t, c: attach_uprobe(prog, t, retprobe=g.retprobe, pid=pid, cookie=c))
-            self.mechanisms.append(f"{g.spec.text}: {n} perf-event {'uretprobes' if g.retprobe else 'uprobes'} "
-                                   "(no uprobe_multi on this kernel)")  # fmt: skip
-        elif how == "kprobe_multi":
-            from ..live.links import attach_kprobe_multi
+    def _uprobe(self, g: Group) -> None:
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_uprobe")
+        pid = self.options.pid if self.options.pid is not None else -1
+        self._links.append(prog.attach_many(g.targets, [p.idx for p in g.probes], retprobe=g.retprobe, pid=pid))
+        self.mechanisms.append(f"{g.spec.text}: {len(g.probes)} perf-event {'uretprobes' if g.retprobe else 'uprobes'} "
+                               "(no uprobe_multi on this kernel)")  # fmt: skip
 
-            session = g.role == "session"
-            at = AttachType.TRACE_KPROBE_SESSION if session else AttachType.TRACE_KPROBE_MULTI
-            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe", attach=at)
-            self._links.append(attach_kprobe_multi(prog, g.targets, [p.idx for p in g.probes], retprobe=g.retprobe,
-                                                   session=session))  # fmt: skip
-            kind = "kprobe session" if session else ("kretprobe_multi" if g.retprobe else "kprobe_multi")
-            self.mechanisms.append(f"{g.spec.text}: {kind}, {n} functions in 1 link")
-        elif how == "kprobe":
-            from ..live.links import attach_kprobe
+    def _kprobe_multi(self, g: Group) -> None:
+        session = g.role == "session"
+        at = AttachType.TRACE_KPROBE_SESSION if session else AttachType.TRACE_KPROBE_MULTI
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe", attach=at)
+        self._links.append(prog.attach_many(g.targets, [p.idx for p in g.probes], retprobe=g.retprobe,
+                                            session=session))  # fmt: skip
+        kind = "kprobe session" if session else ("kretprobe_multi" if g.retprobe else "kprobe_multi")
+        self.mechanisms.append(f"{g.spec.text}: {kind}, {len(g.probes)} functions in 1 link")
 
-            prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe")
-            self._attach_each(g, lambda t, c: attach_kprobe(prog, t, retprobe=g.retprobe, cookie=c))
-            self.mechanisms.append(f"{g.spec.text}: {n} perf-event {'kretprobes' if g.retprobe else 'kprobes'}")
-        elif how in ("fentry", "fexit"):
-            self._attach_tracing(g)
-        elif how == "sampling":
-            self._attach_sampling(g)
-        else:  # pragma: no cover - plan only makes the kinds above
-            raise NotSupportedError(how, f"no attach path for {how}")
+    def _kprobe(self, g: Group) -> None:
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE), ProgType.KPROBE, "bpfmux_kprobe")
+        self._links.append(prog.attach_many(g.targets, [p.idx for p in g.probes], retprobe=g.retprobe))
+        self.mechanisms.append(f"{g.spec.text}: {len(g.probes)} perf-event {'kretprobes' if g.retprobe else 'kprobes'}")
 
-    def _attach_each(self, g: Group, fn: Callable[[str, int], Any]) -> None:
-        from ..live.links._base import deferred_signals
-
-        for t, p in zip(g.targets, g.probes, strict=True):
-            with deferred_signals():
-                self._links.append(fn(t, p.idx))
-
-    def _attach_syscalls(self, g: Group) -> None:
-        from ..live.links import attach_raw_tracepoint
-
-        enter = g.how == "sys_enter"
+    def _syscalls(self, g: Group) -> None:
+        enter = g.how == Mechanism.SYS_ENTER
         src = P.IdxSource.SYSCALL_ENTER if enter else P.IdxSource.SYSCALL_EXIT
         payload = P.Payload.SYSCALL_REGS if enter else P.Payload.SYSCALL_RET
         prog = self._load(self._spec(g, src, payload=payload), ProgType.RAW_TRACEPOINT, f"bpfmux_{g.how}")
-        self._links.append(attach_raw_tracepoint(prog, g.how))
+        self._links.append(prog.attach(str(g.how)))
         self.mechanisms.append(f"{' '.join(g.extra.get('specs', [g.spec.text]))}: 1 raw tracepoint ({g.how}) with an in-kernel filter on "
                                f"{len(g.probes)} syscall numbers")  # fmt: skip
 
-    def _attach_raw_tp(self, g: Group) -> None:
-        from ..live.links import attach_raw_tracepoint
-        from ..live.links._base import deferred_signals
-
-        payload = P.Payload.RAW_ARGS
-        prog = self._load(self._spec(g, P.IdxSource.COOKIE, payload=payload), ProgType.RAW_TRACEPOINT,
+    def _raw_tp(self, g: Group) -> None:
+        prog = self._load(self._spec(g, P.IdxSource.COOKIE, payload=P.Payload.RAW_ARGS), ProgType.RAW_TRACEPOINT,
                           "bpfmux_raw_tp")  # fmt: skip
         fallback_t, fallback_p = [], []
         count = 0
         for t, p in zip(g.targets, g.probes, strict=True):
             bare = t.rsplit(":", 1)[-1]
             try:
-                with deferred_signals():
-                    self._links.append(attach_raw_tracepoint(prog, bare, cookie=p.idx))
+                self._links.append(prog.attach(bare, cookie=p.idx))
                 count += 1
             except NotFoundError:
                 if g.spec.kind == "rawtracepoint":
@@ -316,45 +296,43 @@ class Tracer:
         if count:
             self.mechanisms.append(f"{g.spec.text}: {count} raw tracepoint links (one program, probe in the cookie)")
         if fallback_t:
-            self._attach_tracepoints(g, fallback_t, fallback_p, why=" (no raw tracepoint of that name)")
+            self._tracepoints(g, fallback_t, fallback_p, why=" (no raw tracepoint of that name)")
 
-    def _attach_tracepoints(self, g: Group, targets: list[str], probes: list[Probe], why: str) -> None:
-        from ..live.links import attach_tracepoint
-        from ..live.links._base import deferred_signals
+    def _tracepoint_group(self, g: Group) -> None:
+        self._tracepoints(g, g.targets, g.probes, why="")
 
+    def _tracepoints(self, g: Group, targets: list[str], probes: list[Probe], why: str) -> None:
         prog = self._load(self._spec(g, P.IdxSource.COOKIE, payload=P.Payload.RECORD), ProgType.TRACEPOINT,
                           "bpfmux_tp")  # fmt: skip
-        for t, p in zip(targets, probes, strict=True):
-            with deferred_signals():
-                self._links.append(attach_tracepoint(prog, t, cookie=p.idx))
+        self._links.append(prog.attach_many(targets, [p.idx for p in probes]))
         reason = why or (" (--args reads the record)" if self.options.mode == "args" else "")
         self.mechanisms.append(f"{g.spec.text}: {len(targets)} perf-event tracepoint links{reason}")
 
-    def _attach_tracing(self, g: Group) -> None:
-        from ..live.links import attach_tracing
-        from ..live.links._base import deferred_signals
-
-        at = AttachType.TRACE_FENTRY if g.how == "fentry" else AttachType.TRACE_FEXIT
+    def _tracing(self, g: Group) -> None:
+        at = AttachType.TRACE_FENTRY if g.how == Mechanism.FENTRY else AttachType.TRACE_FEXIT
         for t, p in zip(g.targets, g.probes, strict=True):
-            btf = _vmlinux()
-            sig = btf.func(t)
+            sig = self._signature(t)
             p.info["signature"] = sig
-            nargs = sig.nregs + (1 if g.how == "fexit" else 0)
-            fid = _vmlinux_id(t, "func")
+            nargs = sig.nregs + (1 if g.how == Mechanism.FEXIT else 0)
             try:
                 prog = self._load(self._spec(g, P.IdxSource.IMM, imm=p.idx, payload=P.Payload.TRACING, nargs=nargs),
-                                  ProgType.TRACING, f"bpfmux_{g.how}", attach=at, attach_btf_id=fid)  # fmt: skip
+                                  ProgType.TRACING, f"bpfmux_{g.how}", attach=at, target=t)  # fmt: skip
             except BpfError as e:
-                if e.errno in (1, 95, 524):
+                if e.errno in (errno.EPERM, errno.EOPNOTSUPP, ENOTSUPP):
                     raise NotSupportedError(g.how, f"{g.how}: probes are not supported by this kernel ({e}); use "
                                             "tracepoint: or rawtracepoint: probes instead") from e  # fmt: skip
                 raise
-            with deferred_signals():
-                self._links.append(attach_tracing(prog, t))
+            self._links.append(prog.attach())
         self.mechanisms.append(f"{g.spec.text}: {len(g.probes)} {g.how} trampoline links")
 
-    def _attach_sampling(self, g: Group) -> None:
-        from ..live.links import attach_sampling
+    def _signature(self, function: str) -> Any:
+        """The function's prototype from the kernel's BTF."""
+        btf = self._k.btf
+        if btf is None:
+            raise NotSupportedError("BTF", "fentry/fexit probes need the kernel's BTF")
+        return btf.func(function)
+
+    def _sampling(self, g: Group) -> None:
         from .spec import SOFTWARE_EVENTS
 
         s = g.spec
@@ -363,12 +341,12 @@ class Tracer:
         pid = self.options.pid if self.options.pid is not None else -1
         if s.kind == "profile":
             if s.name == "hz":
-                link = attach_sampling(prog, "cpu_clock", sample_freq=s.rate, pid=pid)
+                link = prog.attach("cpu_clock", sample_freq=s.rate, pid=pid)
             else:
                 unit = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}[s.name]
-                link = attach_sampling(prog, "cpu_clock", sample_period=s.rate * unit, pid=pid)
+                link = prog.attach("cpu_clock", sample_period=s.rate * unit, pid=pid)
         else:
-            link = attach_sampling(prog, SOFTWARE_EVENTS[s.name][0], sample_period=s.rate, pid=pid)
+            link = prog.attach(SOFTWARE_EVENTS[s.name][0], sample_period=s.rate, pid=pid)
         self._links.append(link)
         self.mechanisms.append(f"{s.text}: perf_event sampling on {len(getattr(link, 'links', [1]))} CPU(s)")
 
@@ -448,6 +426,21 @@ class Tracer:
         return self._ring
 
 
+_ATTACH: dict[Mechanism, Callable[[Tracer, Group], None]] = {
+    Mechanism.SYS_ENTER: Tracer._syscalls,
+    Mechanism.SYS_EXIT: Tracer._syscalls,
+    Mechanism.RAW_TP: Tracer._raw_tp,
+    Mechanism.TRACEPOINT: Tracer._tracepoint_group,
+    Mechanism.UPROBE_MULTI: Tracer._uprobe_multi,
+    Mechanism.UPROBE: Tracer._uprobe,
+    Mechanism.KPROBE_MULTI: Tracer._kprobe_multi,
+    Mechanism.KPROBE: Tracer._kprobe,
+    Mechanism.FENTRY: Tracer._tracing,
+    Mechanism.FEXIT: Tracer._tracing,
+    Mechanism.SAMPLING: Tracer._sampling,
+}
+
+
 def _sum_percpu(raw: Any) -> int:
     b = bytes(raw)
     if len(b) <= 8:
@@ -456,57 +449,3 @@ def _sum_percpu(raw: Any) -> int:
     for i in range(0, len(b) - 7, 8):
         total += int.from_bytes(b[i:i + 8], "little")
     return total
-
-
-def _vmlinux() -> Any:
-    from ..btf import Btf
-
-    try:
-        return Btf.vmlinux()
-    except OSError as e:
-        raise NotSupportedError("BTF", f"this kernel has no BTF (/sys/kernel/btf/vmlinux: {e.strerror}); "
-                                "it is needed for this probe kind — use a kernel built with "
-                                "CONFIG_DEBUG_INFO_BTF=y, or tracepoint:/uprobe: probes") from None  # fmt: skip
-
-
-def _id_cache_path() -> str | None:
-    import os
-
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-    except OSError:
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "bpfmux", f"btf-ids-{boot}.json")
-
-
-def _vmlinux_id(name: str, kind: str) -> int:
-    """The vmlinux BTF id of ``name``; remembered per boot on disk (indexing the
-    kernel's BTF by name takes a good part of a second, the kernel's BTF cannot
-    change until the next boot)."""
-    import json
-    import os
-
-    path = _id_cache_path()
-    key = f"{kind}:{name}"
-    cache: dict[str, int] = {}
-    if path is not None:
-        with contextlib.suppress(OSError, ValueError):
-            with open(path, encoding="utf-8") as f:
-                cache = json.load(f)
-            if key in cache:
-                return int(cache[key])
-    ids = _vmlinux().find_ids(name, kind)
-    if not ids:
-        raise NotFoundError(f"kernel {kind}", name, "this kernel's BTF does not have it")
-    if path is not None:
-        cache[key] = ids[0]
-        with contextlib.suppress(OSError):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(cache, f)
-            os.replace(tmp, path)
-    return ids[0]
-

@@ -18,17 +18,51 @@ kernel has (see :func:`plan`):
 
 from __future__ import annotations
 
-import os
+import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from ..abi.syscalls import syscall_number
 from ..errors import NotFoundError, NotSupportedError, ParseError
 from .spec import ProbeSpec, is_glob
-from .syscalls import syscall_number
 
-__all__ = ["MODES", "Group", "Probe", "TraceOptions", "plan"]
+__all__ = ["MODES", "Group", "Mechanism", "Probe", "Resolver", "TraceOptions", "plan"]
 
 MODES = ("count", "latency", "args", "stacks")
+
+
+class Mechanism(enum.StrEnum):
+    """How a group of probes is attached (module table)."""
+
+    SYS_ENTER = "sys_enter"
+    SYS_EXIT = "sys_exit"
+    RAW_TP = "raw_tp"
+    TRACEPOINT = "tracepoint"
+    UPROBE_MULTI = "uprobe_multi"
+    UPROBE = "uprobe"
+    KPROBE_MULTI = "kprobe_multi"
+    KPROBE = "kprobe"
+    FENTRY = "fentry"
+    FEXIT = "fexit"
+    SAMPLING = "sampling"
+
+
+class Resolver(Protocol):
+    """What planning asks of a kernel (both :class:`bpfmux.api.Kernel`
+    implementations are resolvers; tests may pass their own)."""
+
+    def tracepoint_names(self, pattern: str = "*:*") -> list[tuple[str, str]]:
+        """``(category, name)`` of every tracepoint matching ``category:name`` globs."""
+        ...
+
+    def function_names(self, pattern: str) -> list[str]:
+        """Traceable kernel functions matching a name or glob."""
+        ...
+
+    def supports(self, feature: str) -> bool:
+        """Whether the kernel has ``feature`` (``kprobes``, ``kprobe_multi``,
+        ``kprobe_session``, ``uprobe_multi``, ``uprobe_session``, ``fentry``)."""
+        ...
 
 
 @dataclass
@@ -68,17 +102,15 @@ class Probe:
 class Group:
     """Probes attached together with one mechanism.
 
-    :ivar how: mechanism key (``sys_enter``, ``sys_exit``, ``raw_tp``,
-        ``tracepoint``, ``uprobe_multi``, ``uprobe``, ``kprobe_multi``,
-        ``kprobe``, ``fentry``, ``fexit``, ``sampling``).
+    :ivar how: the :class:`Mechanism`.
     :ivar targets: one attach target per probe (same order).
     :ivar retprobe: return probes (uretprobe, kretprobe).
-    :ivar role: ``"count"`` (the group's action is the mode's), or in latency
+    :ivar role: ``"main"`` (the group's action is the mode's), or in latency
         mode ``"session"``, ``"entry"``, ``"exit"``.
     """
 
     spec: ProbeSpec
-    how: str
+    how: Mechanism
     probes: list[Probe]
     targets: list[str]
     retprobe: bool = False
@@ -100,46 +132,18 @@ class _Index:
         return p, True
 
 
-def _features() -> Any:
-    from ..live.features import features
-
-    return features()
-
-
-def _supported_attach(name: str) -> bool:
-    from ..uapi import AttachType
-
-    try:
-        return bool(_features().attach_type(AttachType[name]).supported)
-    except Exception:
-        return False
-
-
-def _supported_link(name: str) -> bool:
-    from ..uapi import LinkType
-
-    try:
-        return bool(_features().link_type(LinkType[name]).supported)
-    except Exception:
-        return False
-
-
-def _has_btf() -> bool:
-    """Sessions call kfuncs, which are found through the kernel's BTF."""
-    return os.path.exists("/sys/kernel/btf/vmlinux")
-
-
-def _tracepoints(spec: ProbeSpec) -> list[tuple[str, str]]:
-    from ..host import tracefs
-
-    found = tracefs.list_tracepoints(f"{spec.category}:{spec.name}")
-    if not found:
-        if is_glob(spec.category) or is_glob(spec.name):
-            raise NotFoundError("tracepoint", spec.text, "the glob matches no tracepoint; list them with "
-                                "'ls /sys/kernel/tracing/events' or 'bpftrace -l'")  # fmt: skip
-        raise NotFoundError("tracepoint", spec.text, f"check the spelling; the subsystem's tracepoints are in "
-                            f"{tracefs.tracefs_root()}/events/{spec.category}/")  # fmt: skip
-    return found
+def _tracepoints(spec: ProbeSpec, r: Resolver) -> list[tuple[str, str]]:
+    found = r.tracepoint_names(f"{spec.category}:{spec.name}")
+    if found:
+        return found
+    if is_glob(spec.category) or is_glob(spec.name):
+        raise NotFoundError("tracepoint", spec.text, "the glob matches no tracepoint; list them with "
+                            "'bpfmux trace -l' or 'bpftrace -l'")  # fmt: skip
+    if not is_glob(spec.category) and not r.tracepoint_names(f"{spec.category}:*"):
+        raise NotFoundError("tracepoint subsystem", spec.category, "this kernel has no tracepoints in that "
+                            "subsystem; check the spelling")  # fmt: skip
+    raise NotFoundError("tracepoint", spec.text, f"the {spec.category} subsystem has no tracepoint of that name; "
+                        "check the spelling")  # fmt: skip
 
 
 def _syscall_name(name: str) -> str:
@@ -149,29 +153,26 @@ def _syscall_name(name: str) -> str:
     return name
 
 
-def _require_kprobes() -> None:
-    if not os.path.exists("/sys/bus/event_source/devices/kprobe/type"):
+def _require_kprobes(r: Resolver) -> None:
+    if not r.supports("kprobes"):
         raise NotSupportedError("kprobe", "kprobe:/kretprobe: probes are not supported by this kernel (it was built "
                                 "without CONFIG_KPROBES); use tracepoint: or rawtracepoint: probes instead")  # fmt: skip
 
 
-def _require_fentry(kind: str) -> None:
-    if not _supported_attach("TRACE_FENTRY"):
+def _require_fentry(kind: str, r: Resolver) -> None:
+    if not r.supports("fentry"):
         raise NotSupportedError(kind, f"{kind}: probes are not supported by this kernel (no BPF trampolines: "
                                 "fentry/fexit programs are refused); use tracepoint: or rawtracepoint: probes "
                                 "instead")  # fmt: skip
 
 
-def _kernel_functions(spec: ProbeSpec) -> list[str]:
-    from ..live.links.kprobe_multi import resolve_kernel_functions
-
+def _kernel_functions(spec: ProbeSpec, r: Resolver) -> list[str]:
     base = spec.name.partition("+")[0] if not is_glob(spec.name) else spec.name
-    names, _ = resolve_kernel_functions([base])
-    return names
+    return r.function_names(base)
 
 
 def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
-    from ..live.links.uprobe_multi import resolve_uprobe_targets
+    from ..host.targets import resolve_uprobe_targets
 
     groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
     (path, (funcs, _, _)), = groups.items()
@@ -181,8 +182,9 @@ def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
     return path, [(n, o) for o, n in seen.items()]
 
 
-def plan(specs: list[ProbeSpec], opts: TraceOptions) -> tuple[list[Group], list[Probe]]:
-    """Expand every spec and choose a mechanism for each group of probes.
+def plan(specs: list[ProbeSpec], opts: TraceOptions, resolver: Resolver) -> tuple[list[Group], list[Probe]]:
+    """Expand every spec and choose a mechanism for each group of probes,
+    asking ``resolver`` (the kernel) what exists and what it supports.
 
     :raises NotFoundError: a spec matches nothing.
     :raises NotSupportedError: the kernel lacks what a spec needs.
@@ -193,7 +195,7 @@ def plan(specs: list[ProbeSpec], opts: TraceOptions) -> tuple[list[Group], list[
     index = _Index()
     groups: list[Group] = []
     for spec in specs:
-        groups.extend(_plan_one(spec, opts, index))
+        groups.extend(_plan_one(spec, opts, index, resolver))
     groups = _merge_syscall_groups([g for g in groups if g.probes])
     if not groups:
         raise NotFoundError("probe", " ".join(s.text for s in specs), "every spec matched only probes already given")
@@ -206,7 +208,7 @@ def _merge_syscall_groups(groups: list[Group]) -> list[Group]:
     out: list[Group] = []
     first: dict[tuple[str, str], Group] = {}
     for g in groups:
-        if g.how not in ("sys_enter", "sys_exit"):
+        if g.how not in (Mechanism.SYS_ENTER, Mechanism.SYS_EXIT):
             out.append(g)
             continue
         key = (g.how, g.role)
@@ -223,25 +225,23 @@ def _merge_syscall_groups(groups: list[Group]) -> list[Group]:
     return out
 
 
-def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index, r: Resolver) -> list[Group]:
     mode = opts.mode
     k = spec.kind
     if k == "tracepoint":
-        return _plan_tracepoints(spec, opts, index)
+        return _plan_tracepoints(spec, opts, index, r)
     if k == "rawtracepoint":
         if mode == "latency":
             raise ParseError(f"--latency needs function probes (uprobe, kprobe, fentry) or syscall tracepoints, "
                              f"not {spec.text!r}")  # fmt: skip
-        from ..host import tracefs
-
         if spec.category or is_glob(spec.name):
             pattern = f"{spec.category or '*'}:{spec.name}"
-            names = sorted({n for _, n in tracefs.list_tracepoints(pattern)})
+            names = sorted({n for _, n in r.tracepoint_names(pattern)})
             if not names:
                 raise NotFoundError("raw tracepoint", spec.text, "the glob matches no tracepoint")
         else:
             names = [spec.name]
-        g = Group(spec, "raw_tp", [], [])
+        g = Group(spec, Mechanism.RAW_TP, [], [])
         for n in names:
             p, new = index.get(f"rawtracepoint:{n}", {"raw_tp": n})
             if new:
@@ -249,12 +249,12 @@ def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]
                 g.targets.append(n)
         return [g]
     if k in ("uprobe", "uretprobe"):
-        return _plan_uprobes(spec, opts, index)
+        return _plan_uprobes(spec, opts, index, r)
     if k in ("kprobe", "kretprobe"):
-        _require_kprobes()
-        names = _kernel_functions(spec)
+        _require_kprobes(r)
+        names = _kernel_functions(spec, r)
         offset = spec.name.partition("+")[2]
-        multi = _supported_link("KPROBE_MULTI") and not offset
+        multi = r.supports("kprobe_multi") and not offset
         out = []
         probes, targets = [], []
         for n in names:
@@ -263,16 +263,17 @@ def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]
                 probes.append(p)
                 targets.append(n + (f"+{offset}" if offset else ""))
         if mode == "latency":
-            if multi and _has_btf() and _supported_attach("TRACE_KPROBE_SESSION"):
-                return [Group(spec, "kprobe_multi", probes, targets, role="session")]
-            how = "kprobe_multi" if multi else "kprobe"
+            if multi and r.supports("kprobe_session"):
+                return [Group(spec, Mechanism.KPROBE_MULTI, probes, targets, role="session")]
+            how = Mechanism.KPROBE_MULTI if multi else Mechanism.KPROBE
             return [Group(spec, how, probes, targets, role="entry"),
                     Group(spec, how, probes, targets, retprobe=True, role="exit")]  # fmt: skip
-        out.append(Group(spec, "kprobe_multi" if multi else "kprobe", probes, targets, retprobe=k == "kretprobe"))
+        out.append(Group(spec, Mechanism.KPROBE_MULTI if multi else Mechanism.KPROBE, probes, targets,
+                         retprobe=k == "kretprobe"))
         return out
     if k in ("fentry", "fexit"):
-        _require_fentry(k)
-        names = _kernel_functions(spec)
+        _require_fentry(k, r)
+        names = _kernel_functions(spec, r)
         probes, targets = [], []
         for n in names:
             p, new = index.get(f"{'fentry' if mode == 'latency' else k}:{n}", {"function": n})
@@ -280,25 +281,25 @@ def _plan_one(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]
                 probes.append(p)
                 targets.append(n)
         if mode == "latency":
-            return [Group(spec, "fentry", probes, targets, role="entry"),
-                    Group(spec, "fexit", probes, targets, role="exit")]  # fmt: skip
-        return [Group(spec, k, probes, targets)]
+            return [Group(spec, Mechanism.FENTRY, probes, targets, role="entry"),
+                    Group(spec, Mechanism.FEXIT, probes, targets, role="exit")]  # fmt: skip
+        return [Group(spec, Mechanism(k), probes, targets)]
     # profile / software
     if mode == "latency":
         raise ParseError(f"--latency needs function probes or syscall tracepoints, not {spec.text!r}")
     if mode == "args":
         raise ParseError(f"--args needs tracepoints or function probes, not {spec.text!r}")
     p, new = index.get(spec.canonical, {})
-    return [Group(spec, "sampling", [p] if new else [], [spec.canonical])]
+    return [Group(spec, Mechanism.SAMPLING, [p] if new else [], [spec.canonical])]
 
 
-def _plan_tracepoints(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+def _plan_tracepoints(spec: ProbeSpec, opts: TraceOptions, index: _Index, r: Resolver) -> list[Group]:
     mode = opts.mode
-    found = _tracepoints(spec)
-    enter = Group(spec, "sys_enter", [], [])
-    exit_ = Group(spec, "sys_exit", [], [])
-    other = Group(spec, "tracepoint" if mode == "args" else "raw_tp", [], [])
-    perf = Group(spec, "tracepoint", [], [])
+    found = _tracepoints(spec, r)
+    enter = Group(spec, Mechanism.SYS_ENTER, [], [])
+    exit_ = Group(spec, Mechanism.SYS_EXIT, [], [])
+    other = Group(spec, Mechanism.TRACEPOINT if mode == "args" else Mechanism.RAW_TP, [], [])
+    perf = Group(spec, Mechanism.TRACEPOINT, [], [])
     for cat, name in found:
         nr = syscall_number(name) if cat == "syscalls" else None
         if mode == "latency":
@@ -338,7 +339,7 @@ def _plan_tracepoints(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> lis
     return [g for g in (enter, exit_, other, perf) if g.probes]
 
 
-def _plan_uprobes(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Group]:
+def _plan_uprobes(spec: ProbeSpec, opts: TraceOptions, index: _Index, r: Resolver) -> list[Group]:
     mode = opts.mode
     path, funcs = _uprobe_functions(spec)
     kind = "uprobe" if mode == "latency" else spec.kind
@@ -348,10 +349,10 @@ def _plan_uprobes(spec: ProbeSpec, opts: TraceOptions, index: _Index) -> list[Gr
         if new:
             probes.append(p)
             targets.append(f"{path}:{off:#x}")
-    multi = _supported_link("UPROBE_MULTI")
-    how = "uprobe_multi" if multi else "uprobe"
+    multi = r.supports("uprobe_multi")
+    how = Mechanism.UPROBE_MULTI if multi else Mechanism.UPROBE
     if mode == "latency":
-        if multi and _has_btf() and _supported_attach("TRACE_UPROBE_SESSION"):
+        if multi and r.supports("uprobe_session"):
             return [Group(spec, how, probes, targets, role="session")]
         return [Group(spec, how, probes, targets, role="entry"),
                 Group(spec, how, probes, targets, retprobe=True, role="exit")]  # fmt: skip

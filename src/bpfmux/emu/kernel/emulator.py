@@ -29,32 +29,29 @@ from typing import Any
 
 from ... import api
 from ...abi import context_for, frame_layout, frame_view_for
-from ...abi.tpformat import bundled_events, load_format
 from ...abi.tracing import ArgInfo, FrameView
-from ...errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError
-from ...uapi import MAX_MULTI_FUNCS, AttachType, BtfKind, ProgFlags, ProgType
-from ..vm.runtime import FuncCall, RunContext
-from .hooks import EmuPerfEvent, TraceEvent, kprobe_regs, perf_event_data, tracepoint_record
-from .links import (
-    GroupLink,
-    KprobeMultiLink,
-    PerfEventLink,
-    RawTracepointLink,
-    TracepointLink,
-    TracingLink,
-    TracingMultiLink,
-)
-from .objects import DataSection, EmulatedCollection, EmulatedProgram
-from .trampoline import Abi, Attachment, FunctionTable, KernelFunction, ProgKind, make_policy
+from ...attach import is_glob
+from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError, ParseError, VerifierError
+from ...isa.insn import Insn
+from ...loader import as_spec
+from ...obj.spec import ObjectSpec
+from ...uapi import AttachType, BtfKind, MapFlags, MapType, ProgFlags, ProgType
+from ..vm.maps import EmuMap
+from ..vm.runtime import RunContext
+from .hooks import EmuPerfEvent, TraceEvent, perf_event_data
+from .linker import EmulatedLinker
+from .links import TracingMultiLink
+from .loader import EmulatedLoader
+from .objects import EmulatedCollection, EmulatedProgram
+from .probes import KSTACK_TOP, USTACK_TOP, ProbeDispatch
+from .registry import Registry
+from .tracepoints import TracepointRegistry
+from .trampoline import FunctionTable, KernelFunction, make_policy
 from .trampoline.frame import U64
 from .trampoline.functions import Param, add_test_functions
-from .trampoline.policy import bulk
+from .userspace import UserFunctions
 
-#: Stack pointer value kprobe programs see (an address in the kernel's stack area).
-KSTACK_TOP = 0xFFFFC90000004000
-_MAINLINE_MULTI = {AttachType.TRACE_FENTRY_MULTI: ProgKind.MULTI_ENTRY, AttachType.TRACE_FEXIT_MULTI: ProgKind.MULTI_EXIT}
-_SINGLE = {AttachType.TRACE_FENTRY: ProgKind.FENTRY, AttachType.TRACE_FEXIT: ProgKind.FEXIT,
-           AttachType.MODIFY_RETURN: ProgKind.FMOD_RET}
+__all__ = ["KSTACK_TOP", "Emulator", "SiteInfo"]
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,14 @@ class KernelMemory:
         self.space.write(addr, data)
 
 
-class Emulator:
-    """An emulated kernel.
+class Emulator(api.Kernel):
+    """An emulated kernel (:class:`bpfmux.api.Kernel`).
+
+    It delegates to small parts: the VM (:attr:`vm`), the function table
+    (:attr:`functions`) and trampoline policy (:attr:`policy`), the
+    tracepoints (:attr:`tracepoints`), the kprobe dispatch (:attr:`kprobes`),
+    the links and perf events still open (:attr:`registry`), and the linker
+    that makes links (:attr:`linker`, what ``program.attach()`` calls).
 
     :param btf: where the function table and tracing frames come from:
         ``"auto"`` (the running kernel's ``/sys/kernel/btf/vmlinux`` when
@@ -104,16 +107,20 @@ class Emulator:
     :param verify: verify programs at load (default true).
     :param kallsyms: take function addresses from ``/proc/kallsyms`` when it
         shows real addresses (default false: deterministic addresses).
-    :raises ParseError: unknown policy (a ``ValueError``).
-    :raises ParseError: the BTF is malformed.
+    :param ncpus: CPUs of the emulated kernel (per-CPU maps keep one value
+        each); default: this machine's possible CPUs, as the live kernel.
+    :raises ParseError: unknown policy (a ``ValueError``), or malformed BTF.
     """
 
+    kind = "emulated"
+
     def __init__(self, btf: Any = "auto", *, policy: str = "clone", tier: str = "fast", verify: bool = True,
-                 kallsyms: bool = False) -> None:
+                 kallsyms: bool = False, ncpus: int | None = None) -> None:
+        from ...host.cpus import possible_cpus
         from ..vm.machine import VM
 
         self.policy = make_policy(policy)
-        self.vm = VM(tier=tier)
+        self.vm = VM(tier=tier, ncpus=ncpus if ncpus is not None else possible_cpus())
         self.memory = KernelMemory(self.vm.space)
         self.verify = verify
         self.btf = _resolve_btf(btf)
@@ -122,19 +129,24 @@ class Emulator:
         add_test_functions(self.functions, self.memory)
         if self.btf is not None:
             self._register_kfuncs()
-        self._events: dict[str, TraceEvent] = {}
-        self._kprobe_events: dict[tuple[KernelFunction, bool], TraceEvent] = {}
-        self._fprobes: dict[KernelFunction, list[KprobeMultiLink]] = {}
-        self._perf_events: set[EmuPerfEvent] = set()
-        self._links: set[Any] = set()
-        self._raw_index: dict[str, str] | None = None
+        self.registry = Registry()
+        self.tracepoints = TracepointRegistry(self.btf)
+        self.kprobes = ProbeDispatch(self.vm.space)
+        self.uprobes = ProbeDispatch(self.vm.space, kind="uprobe", multi_full_regs=True, stack_top=USTACK_TOP,
+                                     tgid=lambda: self.vm.task.tgid)
+        self.user_functions = UserFunctions()
+        self.linker = EmulatedLinker(self)
         self._regions: list[Any] = []
         self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Emulator policy={self.policy.name}{' closed' if self._closed else ''}>"
 
     def _register_kfuncs(self) -> None:
         """Make the kfuncs the emulated kernel implements callable by their BTF ids."""
         from ..vm.helpers.tracing import KFUNCS
 
+        assert self.btf is not None
         for name, fn in KFUNCS.items():
             for fid in self.btf.find_ids(name):
                 if self.btf.kind_of(fid) == BtfKind.FUNC:
@@ -163,131 +175,87 @@ class Emulator:
         """
         self.vm.space.write(addr, data)
 
-    # -- loading --------------------------------------------------------------
+    # -- the contract: loading ----------------------------------------------------
 
-    def load(self, spec_or_path: Any, *, programs: Iterable[str] | None = None,
-             kconfig: Mapping[str, object] | None = None) -> EmulatedCollection:
-        """Load an object (a path, bytes or an :class:`~bpfmux.obj.ObjectSpec`).
+    def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
+             programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
+             log_level: int = 0) -> EmulatedCollection:
+        """Load an object (see :meth:`bpfmux.api.Kernel.load`): maps created
+        (global data filled, ``.rodata`` frozen), programs relocated against
+        this emulator's BTF, verified and loaded.
 
-        Maps are created (global data filled, ``.rodata`` frozen), programs
-        relocated against this emulator's BTF, verified and loaded.
-
-        :param programs: only these programs (default: all whose section
-            does not start with ``?``).
-        :param kconfig: values for ``__kconfig`` externs.
         :raises VerifierError: a program was rejected (``.log`` says why).
         :raises NotFoundError: an attach target or map is missing, or a name
             in ``programs`` is not a program of the object.
         :raises NotSupportedError: something the emulator does not model.
         :raises ParseError: the object is malformed.
         """
-        spec = spec_or_path
-        if isinstance(spec_or_path, str | bytes | os.PathLike):
-            from ...obj import load_object
-
-            spec = load_object(spec_or_path)
+        spec = as_spec(spec_or_path)
         coll = EmulatedCollection(spec)
-        selected, coll.skipped = spec.select(programs)
-        try:
-            self._create_maps(spec, coll, kconfig)
-            for ps in selected:
-                coll.programs[ps.name] = self._load_spec_program(ps, spec, coll)
-            self._fill_slots(spec, coll)
-        except BaseException:
-            coll.close()
-            raise
+        EmulatedLoader(self, spec, coll).load(programs, kconfig, log_level)
         return coll
 
-    def _create_maps(self, spec: Any, coll: EmulatedCollection, kconfig: Mapping[str, object] | None) -> None:
-        from ...codecs import codec_for
+    def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
+                   name: str = "", flags: MapFlags | int = 0, inner: api.Map | None = None) -> EmuMap:
+        """Create one map (see :meth:`bpfmux.api.Kernel.create_map`).
 
-        for ms in spec.maps.values():
-            m = self.vm.map_from_spec(ms)
-            if ms.section == ".kconfig" or ms.name == ".kconfig":
-                value = spec.kconfig_data(dict(kconfig or {}))
-                m.storage[0][: len(value)] = value
-            btf = spec.btf
-            if ms.name.startswith("."):
-                coll.maps[ms.name] = DataSection(m, btf, ms.section if ms.section.startswith(".") else ms.name)
-            else:
-                coll.maps[ms.name] = m
-            if btf is not None and getattr(ms, "btf_value_type_id", 0) and not ms.name.startswith("."):
-                try:
-                    if ms.btf_key_type_id:
-                        m.key_codec = codec_for(btf, ms.btf_key_type_id, ms.key_size)
-                    m.value_codec = codec_for(btf, ms.btf_value_type_id, ms.value_size)
-                except (BpfmuxError, TypeError, ValueError):
-                    m.key_codec = m.value_codec = None
-            if ms.frozen:
-                m.frozen = True
+        :raises NotSupportedError: a map type the emulator does not model.
+        :raises BpfError: the kernel's refusals (sizes, flags).
+        """
+        if inner is not None and not isinstance(inner, EmuMap):
+            raise InvalidArgumentError(f"inner map {inner!r} is not a map of this emulator")
+        return self.vm.create_map(map_type, key_size, value_size, max_entries, flags=int(flags), name=name,
+                                  inner=inner)
 
-    def _fill_slots(self, spec: Any, coll: EmulatedCollection) -> None:
-        for ms in spec.maps.values():
-            for slot, name in (ms.init_slots or {}).items():
-                obj = coll.programs.get(name) or coll.maps.get(name)
-                if obj is None:
-                    if name in coll.skipped:
-                        continue
-                    raise NotFoundError("program or map", name, f"slot {slot} of map {ms.name!r} refers to it")
-                coll.maps[ms.name][slot] = obj.vmprog if isinstance(obj, EmulatedProgram) else obj
-
-    def _load_spec_program(self, ps: Any, spec: Any, coll: EmulatedCollection) -> EmulatedProgram:
-        def map_fd(name: str) -> int:
-            if name not in coll.maps:
-                raise NotFoundError("map", name, f"program {ps.name!r} refers to it")
-            return coll.maps[name].fd
-
-        # without kernel BTF, CO-RE resolves against the object's own types
-        insns = ps.instructions(map_fd, self.btf or spec.btf, ksym_addr=self._ksym_addr)
-        return self.load_program(insns, ps.prog_type, name=ps.name, section=ps.section,
-                                 attach_type=int(ps.expected_attach_type or 0), target=ps.attach_target,
-                                 flags=int(ps.flags), license=ps.license or spec.license or "", spec=ps)
-
-    def _ksym_addr(self, name: str) -> int:
-        if name in self.functions:
-            return self.functions[name].addr
-        raise NotFoundError("kernel symbol", name, "the emulated kernel knows only its functions")
-
-    def load_program(self, insns: Any, prog_type: ProgType | int, *, name: str = "prog", section: str = "",
-                     attach_type: int = 0, target: str | None = None, flags: int = 0, license: str = "GPL",
-                     spec: Any = None) -> EmulatedProgram:
-        """Load one program from instructions (map fds already in them).
+    def load_program(self, insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name: str = "prog",
+                     section: str = "", attach_type: AttachType | int | None = None,
+                     attach_target: str | None = None, flags: ProgFlags | int = 0, license: str = "GPL",
+                     log_level: int = 0, spec: Any = None) -> EmulatedProgram:
+        """Load one program from instructions (map fds already in them); see
+        :meth:`bpfmux.api.Kernel.load_program`.
 
         Verified first (unless the emulator was made with ``verify=False``);
         a seed multi program (``BPF_F_MULTI_FUNC``) must be a fentry/fexit
         tracing program (**Decision**: ``BPF_MODIFY_RETURN`` fails ``EINVAL``).
 
         :raises VerifierError: rejected, with the log.
+        :raises NotFoundError: ``attach_target`` is not a function (tracepoint) of this kernel.
         :raises BpfError: ``EINVAL`` a multi program with attach type fmod_ret.
         """
+        from ...isa.insn import decode
         from ..verifier.core import KfuncInfo, MapInfo, verify
 
         ptype = ProgType(prog_type)
-        if ProgFlags.MULTI_FUNC in ProgFlags(flags) and ptype == ProgType.TRACING:
-            if attach_type not in (AttachType.TRACE_FENTRY, AttachType.TRACE_FEXIT):
+        at = AttachType(int(attach_type)) if attach_type is not None else None
+        pflags = ProgFlags(int(flags))
+        if ProgFlags.MULTI_FUNC in pflags and ptype == ProgType.TRACING:
+            if at not in (AttachType.TRACE_FENTRY, AttachType.TRACE_FEXIT):
                 raise BpfError(errno.EINVAL, f"{name}: BPF_F_MULTI_FUNC programs must be fentry or fexit; "
                                              "multi programs cannot modify the return value")
-        insn_list = list(insns)
+        if ptype == ProgType.SYSCALL and ProgFlags.SLEEPABLE not in pflags:
+            raise VerifierError(errno.EINVAL, f"loading program {name!r}: the verifier rejected it",
+                                log="Syscall programs can only be sleepable\n", program=name)
+        insn_list = decode(bytes(insns)) if isinstance(insns, bytes | bytearray) else list(insns)
         max_ctx = 0
         if self.verify:
             maps = {}
             for m in self.vm.maps:
-                inner = getattr(m, "inner", None)
+                inner = getattr(m, "inner", None)  # maps of maps only
                 inner_info = MapInfo(int(inner.type), inner.key_size, inner.value_size, inner.max_entries,
-                                     inner.flags, inner.name) if inner is not None and hasattr(inner, "type") else None
+                                     inner.flags, inner.name) if inner is not None else None
                 maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info)
             kfuncs: dict[int, KfuncInfo] = {}
             if self.btf is not None:
                 from ..verifier.objects import _kfuncs
 
                 kfuncs = _kfuncs(insn_list, self.btf)
-            result = verify(insn_list, ptype, attach_type=attach_type,
-                            ctx=self._context(ptype, attach_type, target, flags), maps=maps, kfuncs=kfuncs,
-                            gpl="GPL" in license, flags=flags, name=name)
+            result = verify(insn_list, ptype, attach_type=int(at) if at is not None else None,
+                            ctx=self._context(ptype, at, attach_target, pflags), maps=maps, kfuncs=kfuncs,
+                            gpl="GPL" in license, flags=int(pflags), name=name)
             max_ctx = result.max_ctx_offset
-        vmprog = self.vm.load(insn_list, name=name, prog_type=ptype, expected_attach_type=attach_type)
-        prog = EmulatedProgram(self, vmprog, section=section, attach_type=attach_type, target=target,
-                               flags=flags, spec=spec)
+        vmprog = self.vm.load(insn_list, name=name, prog_type=ptype, expected_attach_type=int(at or 0))
+        prog = EmulatedProgram(self, vmprog, section=section, attach_type=at, attach_target=attach_target,
+                               flags=pflags, spec=spec)
         prog.max_ctx_offset = max_ctx
         return prog
 
@@ -339,110 +307,113 @@ class Emulator:
         value, typed as the function's return type.
 
         :raises NotFoundError: unknown function.
-        :raises BpfmuxError: wrong number of arguments.
+        :raises InvalidArgumentError: wrong number of arguments.
         """
         f = self.function(function)
         if len(args) != f.nargs:
-            raise BpfmuxError(f"{f.name} takes {f.nargs} arguments, got {len(args)}")
+            raise InvalidArgumentError(f"{f.name} takes {f.nargs} arguments, got {len(args)}")
         regs = tuple(a & U64 for a in args)
-        probes = (f, False) in self._kprobe_events or (f, True) in self._kprobe_events or f in self._fprobes
-        sessions = self._kprobe_entry(f, regs) if probes else []
+        probed = self.kprobes.probed(f)
+        sessions = self.kprobes.entry(f, regs) if probed else []
         ret = self.policy.call(f, regs)
-        if probes:
-            self._kprobe_return(f, regs, ret, sessions)
+        if probed:
+            self.kprobes.exit(f, regs, ret, sessions)
         return f.ret.from_u64(ret) if f.ret.size else 0
 
     def kprobe_hit(self, function: str | KernelFunction, *args: int, ret: int | None = None) -> None:
-        """Fire only the probes of ``function``: entry probes, or return probes when ``ret`` is given."""
+        """Fire only the probes of ``function``: entry probes, or return probes when ``ret`` is given.
+
+        :raises NotFoundError: unknown function.
+        """
         f = self.function(function)
         regs = tuple(a & U64 for a in args)
         if ret is None:
-            self._kprobe_entry(f, regs)
+            self.kprobes.entry(f, regs)
         else:
-            self._kprobe_return(f, regs, ret & U64, None)
+            self.kprobes.exit(f, regs, ret & U64, None)
 
-    def _kprobe_entry(self, f: KernelFunction, args: tuple[int, ...]) -> list[tuple[KprobeMultiLink, Any]]:
-        ev = self._kprobe_events.get((f, False))
-        if ev is not None and ev.array.items:
-            ctx = kprobe_regs(f.addr, args, full=True, sp=KSTACK_TOP)
-            for prog, _, cookie in list(ev.array.items):
-                prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args), cookie=cookie))
-            ev.hits += 1
-        sessions = []
-        space = self.vm.space
-        for link in list(self._fprobes.get(f, ())):
-            if link.retprobe and not link.session:
-                continue
-            ctx = kprobe_regs(f.addr, args, full=False, sp=KSTACK_TOP)
-            rc = RunContext(tracing=FuncCall(f.addr, args), cookie=link.cookies.get(f.addr, 0))
-            slot = None
-            if link.session:  # the u64 bpf_session_cookie() points at, kept from entry to return
-                slot = space.map(bytearray(8), f"session cookie of {link.program.name}", "kernel", True)
-                rc.session_cookie = slot.base
-            r0 = link.program.run(ctx, context=rc)
-            if slot is not None:
-                if r0 == 0:
-                    sessions.append((link, slot))
-                else:
-                    space.unmap(slot)
-        return sessions
+    def user_call(self, target: str, *args: int, ret: int = 0) -> None:
+        """A call of a user function by the current task (:attr:`vm.task <bpfmux.emu.vm.machine.VM.task>`):
+        its uprobes and uprobe_multi links run on entry, its uretprobes (and
+        sessions' return half) with ``ret`` on return.
 
-    def _kprobe_return(self, f: KernelFunction, args: tuple[int, ...], ret: int,
-                       sessions: list[tuple[KprobeMultiLink, Any]] | None) -> None:
-        ev = self._kprobe_events.get((f, True))
-        if ev is not None and ev.array.items:
-            ctx = kprobe_regs(f.addr, args, full=True, ret=ret, sp=KSTACK_TOP)
-            for prog, _, cookie in list(ev.array.items):
-                prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args, ret), cookie=cookie))
-            ev.hits += 1
-        pending = dict(sessions or ())
+        :param target: ``BINARY:SYMBOL`` or ``BINARY:0xOFFSET`` (a path or a
+            library name, resolved on this machine).
+        :raises ParseError: a malformed target.
+        :raises NotFoundError: no such binary or symbol.
+        """
+        f = self.user_functions.resolve(target)
+        regs = tuple(a & U64 for a in args)
+        if self.uprobes.probed(f):
+            sessions = self.uprobes.entry(f, regs)
+            self.uprobes.exit(f, regs, ret & U64, sessions)
+
+    def syscall(self, name: str, *args: int, ret: int = 0) -> int:
+        """A system call by the current task, as the kernel's syscall path
+        shows it: ``raw_syscalls:sys_enter`` (a ``pt_regs`` pointer and the
+        number; the record with ``id`` and ``args``), ``syscalls:sys_enter_NAME``,
+        the function ``__x64_sys_NAME`` when the function table has it (its
+        kprobes and trampolines run, and it returns ``ret``), then the exit
+        tracepoints with ``ret``. Returns how many programs the tracepoints ran.
+
+        :raises NotFoundError: an x86-64 syscall bpfmux does not know.
+        """
+        from ...abi.ptregs import pack_pt_regs
+        from ...abi.syscalls import syscall_number
+
+        nr = syscall_number(name)
+        if nr is None:
+            raise NotFoundError("system call", name, "give its name as in syscalls:sys_enter_NAME")
+        vals = [a & U64 for a in args][:6]
+        full = vals + [0] * (6 - len(vals))
+        regs = dict(zip(("di", "si", "dx", "r10", "r8", "r9"), full, strict=True), orig_ax=nr)
+        addr = self.alloc(pack_pt_regs(regs), "pt_regs")
+        ran = self.fire("raw_syscalls:sys_enter", addr, nr, id=nr, args=full)
+        ran += self._syscall_tracepoint(f"syscalls:sys_enter_{name}", nr, vals)
+        fname = next((c for c in (f"__x64_sys_{name}", f"__se_sys_{name}") if c in self.functions), None)
+        if fname is not None:
+            f = self.functions[fname]
+            body, f.body = f.body, lambda *a: ret
+            try:
+                self.call(f, *([addr] + [0] * (f.nargs - 1))[: f.nargs])
+            finally:
+                f.body = body
+        regs["ax"] = ret & U64
+        self.write(addr, pack_pt_regs(regs))
+        ran += self.fire("raw_syscalls:sys_exit", addr, ret & U64, id=nr, ret=ret)
+        ran += self._syscall_tracepoint(f"syscalls:sys_exit_{name}", nr, [], ret=ret)
+        return ran
+
+    def _syscall_tracepoint(self, name: str, nr: int, args: Sequence[int], **extra: int) -> int:
         try:
-            for link in list(self._fprobes.get(f, ())):
-                if link.session:
-                    if link not in pending:
-                        continue
-                elif not link.retprobe:
-                    continue
-                ctx = kprobe_regs(f.addr, args, full=False, ret=ret, sp=KSTACK_TOP)
-                rc = RunContext(tracing=FuncCall(f.addr, args, ret), cookie=link.cookies.get(f.addr, 0),
-                                session_is_return=True)
-                if link.session:
-                    rc.session_cookie = pending[link].base
-                link.program.run(ctx, context=rc)
-        finally:
-            for slot in pending.values():
-                self.vm.space.unmap(slot)
+            ev = self.tracepoints.get(name)
+        except NotFoundError:
+            return 0  # a syscall without its own tracepoint in this kernel's formats
+        assert ev.format is not None
+        fields: dict[str, Any] = {"__syscall_nr": nr}
+        names = [f.name for f in ev.format.fields if not f.common and f.name != "__syscall_nr"]
+        fields.update(zip(names, args, strict=False))
+        fields.update(extra)
+        return self.fire(name, **fields)
+
+    def sample(self, event: str = "cpu_clock", *, regs: Mapping[str, int] | None = None) -> int:
+        """One sample on every open sampling perf event of ``event``
+        (``cpu_clock``, ``page_faults``, …); returns how many programs ran."""
+        ran = 0
+        for pe in list(self.registry.perf_events):
+            if isinstance(pe, EmuPerfEvent) and pe.event is None and pe.sampling.get("event") == event:
+                ran += self.perf_sample(pe, regs=regs) is not None
+        return ran
 
     # -- tracepoints -----------------------------------------------------------
 
     def tracepoint(self, name: str) -> TraceEvent:
         """The tracepoint ``system:event`` (or ``system/event``, or a raw
-        tracepoint name such as ``sched_switch``/``sys_enter``).
+        tracepoint name such as ``sched_switch``).
 
         :raises NotFoundError: the kernel's formats do not know it.
         """
-        key = self._tp_key(name)
-        ev = self._events.get(key)
-        if ev is None:
-            system, event = key.split(":", 1)
-            fmt = load_format(system, event)
-            ev = self._events[key] = TraceEvent(key, ProgType.TRACEPOINT, fmt)
-        return ev
-
-    def _tp_key(self, name: str) -> str:
-        if ":" in name or "/" in name:
-            system, _, event = name.replace("/", ":").partition(":")
-            return f"{system}:{event}"
-        if self._raw_index is None:
-            idx: dict[str, str] = {}
-            for full in bundled_events():
-                system, event = full.split("/", 1)
-                idx.setdefault(event, f"{system}:{event}")
-            self._raw_index = idx
-        key = self._raw_index.get(name)
-        if key is None:
-            raise NotFoundError("tracepoint", name, "give it as system:event")
-        return key
+        return self.tracepoints.get(name)
 
     def fire(self, tracepoint: str, *args: int, **fields: Any) -> int:
         """Hit a tracepoint; returns how many programs ran.
@@ -455,25 +426,14 @@ class Emulator:
         :raises NotFoundError: unknown tracepoint.
         :raises BpfmuxError: a field the tracepoint does not have.
         """
-        ev = self.tracepoint(tracepoint)
-        ev.hits += 1
-        ran = 0
-        record: bytearray | None = None
-        raw: bytearray | None = None
-        task = self.vm.task
-        for kind, owner in list(ev.probes):
-            if kind == "perf":
-                if record is None:
-                    record = tracepoint_record(ev.format, fields, pid=task.pid)  # type: ignore[arg-type]
-                for prog, _, cookie in list(ev.array.items):
-                    prog.run(record, context=RunContext(cookie=cookie))
-                    ran += 1
-            else:
-                if raw is None:
-                    raw = bytearray(struct.pack(f"<{max(len(args), 1)}Q", *([a & U64 for a in args] or [0])))
-                owner.program.run(raw, context=RunContext(cookie=owner.cookie))  # type: ignore[attr-defined]
-                ran += 1
-        return ran
+        return self.tracepoints.fire(tracepoint, args, fields, self.vm.task.pid)
+
+    def raw_tp_nargs(self, name: str) -> int | None:
+        """Arguments of raw tracepoint ``name`` (its ``TP_PROTO``), from BTF; ``None`` without BTF.
+
+        :raises NotFoundError: unknown tracepoint.
+        """
+        return self.tracepoints.raw_nargs(name)
 
     # -- perf events -------------------------------------------------------------
 
@@ -484,25 +444,17 @@ class Emulator:
         sampling (software/hardware) source.
 
         :raises NotFoundError: unknown tracepoint or function.
-        :raises BpfmuxError: not exactly one source given.
+        :raises InvalidArgumentError: not exactly one source given.
         """
         given = [x for x in (tracepoint, kprobe, kretprobe, software) if x is not None]
         if len(given) != 1:
-            raise BpfmuxError("give exactly one of tracepoint=, kprobe=, kretprobe=, software=")
+            raise InvalidArgumentError("give exactly one of tracepoint=, kprobe=, kretprobe=, software=")
         if tracepoint is not None:
-            pe = EmuPerfEvent(self, self.tracepoint(tracepoint))
-        elif software is not None:
-            pe = EmuPerfEvent(self, None, sampling={"event": software, "sample_period": sample_period})
-        else:
-            f = self.function(kprobe or kretprobe)  # type: ignore[arg-type]
-            ret = kretprobe is not None
-            ev = self._kprobe_events.get((f, ret))
-            if ev is None:
-                ev = self._kprobe_events[(f, ret)] = TraceEvent(
-                    f"{'kretprobe' if ret else 'kprobe'}:{f.name}", ProgType.KPROBE, func=f, retprobe=ret)
-            pe = EmuPerfEvent(self, ev)
-        self._perf_events.add(pe)
-        return pe
+            return EmuPerfEvent(self.registry, self.tracepoints.get(tracepoint))
+        if software is not None:
+            return EmuPerfEvent(self.registry, None, sampling={"event": software, "sample_period": sample_period})
+        f = self.function(given[0])
+        return EmuPerfEvent(self.registry, self.kprobes.event(f, kretprobe is not None))
 
     def perf_sample(self, event: EmuPerfEvent, *, regs: Mapping[str, int] | None = None,
                     sample_period: int | None = None, addr: int = 0) -> int | None:
@@ -512,139 +464,57 @@ class Emulator:
         period = sample_period if sample_period is not None else event.sampling.get("sample_period", 1)
         return event.prog.run(perf_event_data(regs, period, addr), context=RunContext(cookie=event.cookie))
 
-    # -- attaching ------------------------------------------------------------
+    # -- what the kernel has ------------------------------------------------------
 
-    def attach(self, prog: EmulatedProgram, target: str | None = None, *, cookie: int = 0,
-               event: EmuPerfEvent | None = None, **options: Any) -> api.Link:
-        """Attach ``prog`` as its section says (``target`` overrides the section's target).
-
-        :raises NotSupportedError: a kind the emulated kernel does not model (uprobes…).
-        :raises NotFoundError: unknown function or tracepoint.
-        :raises BpfError: the kernel's errors (``E2BIG``, ``EEXIST``, ``EINVAL``).
-        """
-        target = target or prog.target
-        pt, at = prog.prog_type, prog.attach_type
-        if pt == ProgType.TRACING:
-            if prog.is_multi:
-                if not target:
-                    raise BpfmuxError(f"{prog.name}: a multi program needs a function glob")
-                return self.attach_many(prog, [target], **options)
-            if at == AttachType.TRACE_RAW_TP:
-                return self._raw_link(prog, _need(target, prog), cookie)
-            kind = _SINGLE.get(AttachType(at)) if at in set(_SINGLE) else None
-            if kind is None:
-                raise NotSupportedError(f"tracing attach type {at}", f"{prog.name}: the emulated kernel has no "
-                                        f"trampoline for attach type {AttachType(at).name.lower()}")
-            f = self.function(_need(target, prog))
-            att = Attachment(prog, kind, self.policy.next_seq(), cookie=cookie)
-            return TracingLink(self, prog, f, att)
-        if pt == ProgType.TRACEPOINT:
-            pe = self.perf_event_open(tracepoint=_need(target, prog))
-            try:
-                return TracepointLink(self, prog, pe, cookie)
-            finally:
-                pe.close()
-        if pt == ProgType.RAW_TRACEPOINT:
-            return self._raw_link(prog, _need(target, prog), cookie)
-        if pt == ProgType.KPROBE:
-            sec = prog.section
-            if sec.startswith(("uprobe", "uretprobe", "usdt")):
-                raise NotSupportedError("uprobes in the emulated kernel", "the emulated kernel has no user processes")
-            if at in (AttachType.TRACE_KPROBE_MULTI, AttachType.TRACE_KPROBE_SESSION):
-                return self.attach_many(prog, [_need(target, prog)], retprobe=sec.startswith("kretprobe"))
-            f = self.function(_need(target, prog))
-            ret = sec.startswith("kretprobe")
-            pe = self.perf_event_open(kretprobe=f.name) if ret else self.perf_event_open(kprobe=f.name)
-            try:
-                return PerfEventLink(self, prog, pe, cookie)
-            finally:
-                pe.close()
-        if pt == ProgType.PERF_EVENT:
-            if event is None:
-                raise BpfmuxError(f"{prog.name}: perf_event programs attach to a perf event: pass event=")
-            return PerfEventLink(self, prog, event, cookie)
-        raise NotSupportedError(f"attaching {pt.name.lower()} programs", f"{prog.name}: the emulated kernel "
-                                "cannot attach this program type")
-
-    def raw_tp_nargs(self, name: str) -> int | None:
-        """Arguments of raw tracepoint ``name`` (its ``TP_PROTO``), from BTF; ``None`` without BTF."""
-        if self.btf is None:
-            return None
-        from ..verifier.objects import _tp_btf_frame
-
-        raw = self.tracepoint(name).name.split(":", 1)[1]
-        try:
-            return len(_tp_btf_frame(self.btf, raw))
-        except NotFoundError:
-            return None
-
-    def _raw_link(self, prog: EmulatedProgram, target: str, cookie: int) -> RawTracepointLink:
-        ev = self.tracepoint(target)
-        nargs = self.raw_tp_nargs(target)
-        if nargs is not None and prog.max_ctx_offset > 8 * nargs:
-            raise BpfError(errno.EINVAL, f"{prog.name} reads {prog.max_ctx_offset} bytes of context, but raw "
-                                         f"tracepoint {target} has {nargs} arguments ({8 * nargs} bytes)")
-        return RawTracepointLink(self, prog, ev, cookie)
-
-    def attach_many(self, prog: EmulatedProgram, targets: Iterable[str], cookies: Sequence[int] | None = None,
-                    *, retprobe: bool = False, **options: Any) -> api.MultiLink:
-        """Attach ``prog`` to many targets at once (globs allowed).
-
-        Tracing multi programs make one tracing multi link; kprobe programs
-        one kprobe_multi link; others one link per target (all or nothing).
-
-        :raises NotFoundError: a target matches nothing.
-        :raises BpfError: the kernel's errors; nothing stays attached.
-        """
-        names = list(targets)
-        pt = prog.prog_type
-        if pt == ProgType.TRACING and prog.is_multi:
-            funcs = self._expand(names)
-            return self.link_tracing_multi(prog, [f.btf_id or f for f in funcs], cookies)
-        if pt == ProgType.KPROBE and not prog.section.startswith(("uprobe", "uretprobe")):
-            funcs = self._expand(names)
-            session = prog.attach_type == AttachType.TRACE_KPROBE_SESSION
-            return KprobeMultiLink(self, prog, funcs, cookies, retprobe or prog.section.startswith("kretprobe"),
-                                   session)
-        links: list[api.Link] = []
-        expanded = self._expand_tracepoints(names) if pt in (ProgType.TRACEPOINT, ProgType.RAW_TRACEPOINT) else names
-        try:
-            for i, t in enumerate(expanded):
-                links.append(self.attach(prog, t, cookie=cookies[i] if cookies else 0, **options))
-        except BaseException:
-            for link in links:
-                link.close()
-            raise
-        mech = "raw_tracepoint" if pt == ProgType.RAW_TRACEPOINT else "perf_event" if pt == ProgType.TRACEPOINT \
-            else "per-target"
-        return GroupLink(links, mech, expanded)
-
-    def _expand(self, patterns: Sequence[str]) -> list[KernelFunction]:
-        out: list[KernelFunction] = []
-        seen: set[KernelFunction] = set()
-        for p in patterns:
-            found = self.functions.glob(p)
-            if not found:
-                raise NotFoundError("kernel function matching", p)
-            for f in found:
-                if f not in seen:
-                    seen.add(f)
-                    out.append(f)
-        return out
-
-    def _expand_tracepoints(self, patterns: Sequence[str]) -> list[str]:
+    def tracepoint_names(self, pattern: str = "*:*") -> list[tuple[str, str]]:
+        """The emulated kernel's tracepoints (see :meth:`bpfmux.api.Kernel.tracepoint_names`)."""
+        key = pattern.replace("/", ":")
         out = []
-        allev = [e.replace("/", ":") for e in bundled_events()]
-        for p in patterns:
-            if any(c in p for c in "*?["):
-                key = p.replace("/", ":")
-                m = [e for e in allev if fnmatch.fnmatchcase(e, key)]
-                if not m:
-                    raise NotFoundError("tracepoint matching", p)
-                out.extend(m)
-            else:
-                out.append(p)
-        return out
+        for n in self.tracepoints.names():
+            if fnmatch.fnmatchcase(n, key):
+                cat, _, name = n.partition(":")
+                out.append((cat, name))
+        return sorted(out)
+
+    def function_names(self, pattern: str) -> list[str]:
+        """Functions of the emulated kernel's table (see :meth:`bpfmux.api.Kernel.function_names`).
+
+        :raises NotFoundError: a glob that matches nothing.
+        """
+        if not is_glob(pattern):
+            return [pattern]
+        found = [f.name for f in self.functions.glob(pattern)]
+        if not found:
+            raise NotFoundError("kernel function", pattern, "the glob matches no function of the emulated kernel")
+        return found
+
+    def supports(self, feature: str) -> bool:
+        """What the emulated kernel models (see :meth:`bpfmux.api.Kernel.supports`):
+        every probe kind; tracing programs need its BTF-free test functions or BTF.
+
+        :raises InvalidArgumentError: an unknown feature name.
+        """
+        if feature not in api.FEATURES:
+            raise InvalidArgumentError(f"unknown feature {feature!r}; one of {', '.join(api.FEATURES)}")
+        if feature == "btf":
+            return self.btf is not None
+        return True
+
+    def btf_id(self, name: str, kind: str = "func") -> int:
+        """From the emulator's BTF; functions of its table by their ids
+        (see :meth:`bpfmux.api.Kernel.btf_id`).
+
+        :raises NotFoundError: no such type.
+        """
+        if self.btf is not None:
+            ids = self.btf.find_ids(name, kind)
+            if ids:
+                return ids[0]
+        if kind == "func" and name in self.functions and self.functions[name].btf_id:
+            return self.functions[name].btf_id
+        raise NotFoundError(f"kernel {kind}", name, "the emulated kernel's BTF does not have it")
+
+    # -- tracing multi links ------------------------------------------------------
 
     def link_tracing_multi(self, prog: EmulatedProgram, ids: Sequence[int | KernelFunction],
                            cookies: Sequence[int] | None = None) -> TracingMultiLink:
@@ -655,38 +525,7 @@ class Emulator:
             (named), cookies of the wrong count, a program that is not a
             multi program; ``E2BIG`` more than 2**20 ids or a full trampoline.
         """
-        if not prog.is_multi:
-            raise BpfError(errno.EINVAL, f"{prog.name} is not a multi program (BPF_F_MULTI_FUNC or fentry.multi)")
-        if not ids:
-            raise BpfError(errno.EINVAL, "a tracing multi link needs at least one function")
-        if len(ids) > MAX_MULTI_FUNCS:
-            raise BpfError(errno.E2BIG, f"{len(ids)} functions; at most {MAX_MULTI_FUNCS} per link")
-        if cookies is not None and len(cookies) != len(ids):
-            raise BpfError(errno.EINVAL, f"{len(cookies)} cookies for {len(ids)} functions")
-        funcs: list[KernelFunction] = []
-        seen: set[KernelFunction] = set()
-        with bulk():
-            for i in ids:
-                if isinstance(i, KernelFunction):
-                    f = i
-                elif self.functions.has_id(i):
-                    f = self.functions.by_id(i)
-                else:
-                    raise BpfError(errno.EINVAL, f"BTF id {i} is not a function of this kernel")
-                if f in seen:
-                    raise BpfError(errno.EINVAL, f"{f.name} is listed twice")
-                seen.add(f)
-                funcs.append(f)
-        if prog.attach_type in _MAINLINE_MULTI:
-            kind, abi = _MAINLINE_MULTI[AttachType(prog.attach_type)], Abi.MAINLINE
-        elif prog.attach_type == AttachType.TRACE_FSESSION_MULTI:
-            raise NotSupportedError("fsession.multi in the emulated kernel")
-        else:
-            kind = ProgKind.MULTI_EXIT if prog.attach_type == AttachType.TRACE_FEXIT else ProgKind.MULTI_ENTRY
-            abi = Abi.SEED
-        cmap = {f.addr: (cookies[i] if cookies else 0) for i, f in enumerate(funcs)}
-        att = Attachment(prog, kind, self.policy.next_seq(), abi=abi, cookies=cmap)
-        return TracingMultiLink(self, prog, funcs, att)
+        return self.linker.link_tracing_multi(prog, ids, cookies)
 
     # -- BPF_PROG_TEST_RUN for tracing programs ----------------------------------
 
@@ -748,32 +587,22 @@ class Emulator:
     # -- cleanup -------------------------------------------------------------
 
     def close(self) -> None:
-        """Detach every link, close every perf event, free the VM (idempotent)."""
+        """Detach every link, close every perf event, free the VM (idempotent).
+
+        :raises BaseException: the first error a close raised, after everything was closed.
+        """
         if self._closed:
             return
         self._closed = True
-        for link in list(self._links):
-            link.close()
-        for pe in list(self._perf_events):
-            pe.close()
-        self.vm.close()
+        try:
+            self.registry.close_all()
+        finally:
+            self.vm.close()
 
     @property
     def closed(self) -> bool:
         """True once closed."""
         return self._closed
-
-    def __enter__(self) -> Emulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _need(target: str | None, prog: EmulatedProgram) -> str:
-    if not target:
-        raise BpfmuxError(f"{prog.name} (section {prog.section!r}) has no attach target; pass one")
-    return target
 
 
 def _arg_info(p: Param) -> ArgInfo:

@@ -27,6 +27,7 @@ from ...uapi import BPF_TRACE_MAX_PROGS, ProgType
 
 if TYPE_CHECKING:
     from .objects import EmulatedProgram as EmuProgram
+    from .registry import Registry
 
 U64 = (1 << 64) - 1
 
@@ -128,14 +129,17 @@ class TraceEvent:
 class EmuPerfEvent:
     """An emulated perf event: a tracepoint, kprobe or sampling event.
 
-    Created by :meth:`bpfmux.emu.Emulator.perf_event_open`. It holds at most
+    Created by :meth:`bpfmux.emu.Emulator.perf_event_open`; it registers
+    itself with the kernel's :class:`~bpfmux.emu.kernel.registry.Registry`. It holds at most
     one program (``set_bpf``; a second fails ``EEXIST``). The event stays
     alive while its fd or a ``BPF_PERF_EVENT`` link holds it; when the last
     holder goes, its program leaves the hook and is released.
     """
 
-    def __init__(self, emu: Any, event: TraceEvent | None, *, sampling: Mapping[str, Any] | None = None) -> None:
-        self.emu = emu
+    def __init__(self, registry: Registry, event: TraceEvent | None, *,
+                 sampling: Mapping[str, Any] | None = None) -> None:
+        self.registry = registry
+        registry.perf_events.add(self)
         self.event = event
         self.sampling = dict(sampling or {})
         self.prog: EmuProgram | None = None
@@ -197,7 +201,7 @@ class EmuPerfEvent:
         self._holders -= 1
         if not self._holders:
             self._detach()
-            self.emu._perf_events.discard(self)
+            self.registry.perf_events.discard(self)
 
     def close(self) -> None:
         """Close the perf event's fd (idempotent)."""

@@ -1,23 +1,29 @@
 """Links of the emulated kernel, one class per kind (all :class:`bpfmux.api.Link`).
 
 Every link holds a reference on its program; :meth:`close` detaches exactly
-what the link attached and drops that reference.
+what the link attached and drops that reference. A link reaches the kernel
+only through what it is given: the :class:`~.registry.Registry` it registers
+with, and the part it attaches to (the trampoline policy, a hook, the
+kprobe dispatch).
 """
 
 from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ... import api
-from ...errors import BpfError, NotSupportedError
+from ...errors import BpfError
 from .hooks import EmuPerfEvent, TraceEvent
+from .registry import close_all
 from .trampoline import Attachment, KernelFunction
 
 if TYPE_CHECKING:
-    from .emulator import Emulator
     from .objects import EmulatedProgram
+    from .probes import ProbeDispatch, Site
+    from .registry import Registry
+    from .trampoline.policy import Policy
 
 
 class EmuLink(api.Link):
@@ -25,30 +31,39 @@ class EmuLink(api.Link):
 
     kind = "link"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram) -> None:
+    def __init__(self, registry: Registry, prog: EmulatedProgram) -> None:
         prog.hold()
-        self.emu = emu
+        self.registry = registry
         self._prog = prog
         self._closed = False
-        emu._links.add(self)
+        registry.links.add(self)
 
     @property
     def program(self) -> EmulatedProgram:
+        """The attached program."""
         return self._prog
 
     @property
     def closed(self) -> bool:
+        """True once closed."""
         return self._closed
 
     def close(self) -> None:
+        """Detach and drop the program reference (idempotent)."""
         if self._closed:
             return
         self._closed = True
         try:
             self._detach()
         finally:
-            self.emu._links.discard(self)
+            self.registry.links.discard(self)
             self._prog.release()
+
+    def _unwind(self) -> None:
+        """Undo the constructor's registration when attaching failed."""
+        self._closed = True
+        self.registry.links.discard(self)
+        self._prog.release()
 
     def _detach(self) -> None:  # pragma: no cover - every kind overrides it
         raise NotImplementedError
@@ -63,20 +78,20 @@ class TracingLink(EmuLink):
 
     kind = "tracing"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram, func: KernelFunction, att: Attachment) -> None:
-        super().__init__(emu, prog)
+    def __init__(self, registry: Registry, policy: Policy, prog: EmulatedProgram, func: KernelFunction,
+                 att: Attachment) -> None:
+        super().__init__(registry, prog)
+        self.policy = policy
         self.func = func
         self.attachment = att
         try:
-            emu.policy.attach(func, att)
+            policy.attach(func, att)
         except BaseException:
-            self._closed = True
-            emu._links.discard(self)
-            prog.release()
+            self._unwind()
             raise
 
     def _detach(self) -> None:
-        self.emu.policy.detach(self.func, self.attachment)
+        self.policy.detach(self.func, self.attachment)
 
 
 class TracingMultiLink(EmuLink, api.MultiLink):
@@ -85,17 +100,17 @@ class TracingMultiLink(EmuLink, api.MultiLink):
     kind = "tracing_multi"
     mechanism = "tracing_multi"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram, funcs: Sequence[KernelFunction], att: Attachment) -> None:
-        super().__init__(emu, prog)
+    def __init__(self, registry: Registry, policy: Policy, prog: EmulatedProgram, funcs: Sequence[KernelFunction],
+                 att: Attachment) -> None:
+        super().__init__(registry, prog)
+        self.policy = policy
         self.funcs = tuple(funcs)
         self.targets = tuple(f.name for f in funcs)
         self.attachment = att
         try:
-            emu.policy.attach_multi(att, self.funcs)
+            policy.attach_multi(att, self.funcs)
         except BaseException:
-            self._closed = True
-            emu._links.discard(self)
-            prog.release()
+            self._unwind()
             raise
 
     def update(self, program: api.Program, old: api.Program | None = None) -> None:
@@ -111,18 +126,18 @@ class TracingMultiLink(EmuLink, api.MultiLink):
         if old is not None and old is not self._prog:
             raise BpfError(errno.EPERM, f"{old.name!r} is not the program attached by this link")
         new = program
-        if not isinstance(new, EmulatedProgram) or new.emu is not self.emu:
-            raise BpfError(errno.EINVAL, "the new program must be loaded in the same emulator")
         p = self._prog
+        if not isinstance(new, EmulatedProgram) or new.kernel is not p.kernel:
+            raise BpfError(errno.EINVAL, "the new program must be loaded in the same emulator")
         if (new.prog_type, new.attach_type, new.flags) != (p.prog_type, p.attach_type, p.flags):
             raise BpfError(errno.EINVAL, f"{new.name!r} differs from {p.name!r} in type, attach type or flags")
         new.hold()
-        self.emu.policy.replace_program(self.attachment, new)
+        self.policy.replace_program(self.attachment, new)
         self._prog = new
         p.release()
 
     def _detach(self) -> None:
-        self.emu.policy.detach_multi(self.attachment)
+        self.policy.detach_multi(self.attachment)
 
 
 class PerfEventLink(EmuLink):
@@ -134,15 +149,13 @@ class PerfEventLink(EmuLink):
 
     kind = "perf_event"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram, event: EmuPerfEvent, cookie: int = 0) -> None:
-        super().__init__(emu, prog)
+    def __init__(self, registry: Registry, prog: EmulatedProgram, event: EmuPerfEvent, cookie: int = 0) -> None:
+        super().__init__(registry, prog)
         self.event = event
         try:
             event._attach(prog, self, cookie)
         except BaseException:
-            self._closed = True
-            emu._links.discard(self)
-            prog.release()
+            self._unwind()
             raise
         event.hold()
 
@@ -164,8 +177,8 @@ class RawTracepointLink(EmuLink):
 
     kind = "raw_tracepoint"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram, event: TraceEvent, cookie: int = 0) -> None:
-        super().__init__(emu, prog)
+    def __init__(self, registry: Registry, prog: EmulatedProgram, event: TraceEvent, cookie: int = 0) -> None:
+        super().__init__(registry, prog)
         self.event = event
         self.cookie = cookie
         event.add_raw(self)
@@ -175,57 +188,73 @@ class RawTracepointLink(EmuLink):
 
 
 class KprobeMultiLink(EmuLink, api.MultiLink):
-    """kprobe_multi (fprobe): one kprobe program on many functions, partial ``pt_regs``."""
+    """kprobe_multi (fprobe): one kprobe program on many functions, partial ``pt_regs``.
+
+    :ivar pid: only calls by this process (``uprobe_multi``; 0: every process).
+    """
 
     kind = "kprobe_multi"
     mechanism = "kprobe_multi"
 
-    def __init__(self, emu: Emulator, prog: EmulatedProgram, funcs: Sequence[KernelFunction],
-                 cookies: Sequence[int] | None, retprobe: bool, session: bool = False) -> None:
-        super().__init__(emu, prog)
+    def __init__(self, registry: Registry, probes: ProbeDispatch, prog: EmulatedProgram, funcs: Sequence[Site],
+                 cookies: Sequence[int] | None, retprobe: bool, session: bool = False, pid: int = 0) -> None:
+        super().__init__(registry, prog)
+        self.probes = probes
         self.funcs = tuple(funcs)
         self.targets = tuple(f.name for f in funcs)
         self.cookies = {f.addr: (cookies[i] if cookies else 0) for i, f in enumerate(funcs)}
         self.retprobe = retprobe
         self.session = session
+        self.pid = pid
+        if session:
+            self.kind = self.kind.replace("_multi", "_session")
         for f in self.funcs:
-            emu._fprobes.setdefault(f, []).append(self)
+            probes.add_fprobe(f, self)
 
     def _detach(self) -> None:
         for f in self.funcs:
-            lst = self.emu._fprobes[f]
-            lst.remove(self)
-            if not lst:
-                del self.emu._fprobes[f]
+            self.probes.remove_fprobe(f, self)
+
+
+class UprobeMultiLink(KprobeMultiLink):
+    """uprobe_multi: one program on many user functions, full ``pt_regs``, optionally one process."""
+
+    kind = "uprobe_multi"
+    mechanism = "uprobe_multi"
 
 
 class GroupLink(api.MultiLink):
-    """Many single links closed as one (the per-target fallback)."""
+    """Many single links closed as one (the per-target mechanisms)."""
 
-    kind = "group"
-
-    def __init__(self, links: Sequence[api.Link], mechanism: str, targets: Sequence[str]) -> None:
+    def __init__(self, program: api.Program, links: Sequence[api.Link], targets: Sequence[str], *, mechanism: str,
+                 kind: str) -> None:
+        self._program = program
         self.links = list(links)
         self.mechanism = mechanism
+        self.kind = kind
         self.targets = tuple(targets)
         self._closed = False
 
     @property
-    def program(self) -> Any:
-        return self.links[0].program
+    def program(self) -> api.Program:
+        """The attached program."""
+        return self._program
 
     @property
     def closed(self) -> bool:
+        """True once closed."""
         return self._closed
 
     def close(self) -> None:
+        """Close every member link, all of them even if one fails; idempotent.
+
+        :raises BaseException: the first error a close raised.
+        """
         if self._closed:
             return
         self._closed = True
-        for link in self.links:
-            link.close()
+        close_all(self.links)
 
+    def __len__(self) -> int:
+        return len(self.links)
 
-def unsupported_update(kind: str) -> NotSupportedError:
-    """The error of ``update`` on a link kind that cannot be updated."""
-    return NotSupportedError(f"{kind} link update")

@@ -8,50 +8,64 @@ it. Closing the fd after attaching does not detach it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import errno
 from typing import TYPE_CHECKING, Any
 
 from ... import api
 from ...codecs import datasec_variables
-from ...errors import BpfmuxError
+from ...errors import BpfError, BpfmuxError, NotSupportedError
 from ...uapi import AttachType, ProgFlags, ProgType
+from ..vm.interp import M32
 from ..vm.runtime import RunContext
 from .trampoline.frame import CallInfo
 
 if TYPE_CHECKING:
-    from ..vm.machine import EmuProgram, RunResult
+    from ..vm.machine import EmuProgram
     from .emulator import Emulator
 
 
 class EmulatedProgram(api.Program):
     """A program loaded into an :class:`~bpfmux.emu.Emulator`.
 
-    :ivar name: program name; :ivar section: its ELF section.
-    :ivar prog_type: :class:`~bpfmux.uapi.ProgType`.
-    :ivar attach_type: expected attach type.
-    :ivar target: attach target from the section (function, tracepoint, glob).
-    :ivar flags: program flags (``MULTI_FUNC`` for the seed ABI).
-    :ivar id: program id; :ivar fd: its emulated fd.
+    (``name``, ``section``, ``prog_type``, ``attach_type``, ``attach_target``,
+    ``flags``, ``spec`` and ``fd`` as :class:`bpfmux.api.Program` says.)
+
+    :ivar kernel: the emulator it is loaded in.
+    :ivar vmprog: the VM's program.
+    :ivar id: program id.
+    :ivar runs: how many times it ran.
+    :ivar max_ctx_offset: end of the highest context byte the verifier saw
+        the program read (checked again at attach time, as the kernel does).
     """
 
-    def __init__(self, emu: Emulator, vmprog: EmuProgram, *, section: str = "", attach_type: int = 0,
-                 target: str | None = None, flags: int = 0, spec: Any = None) -> None:
-        self.emu = emu
+    def __init__(self, kernel: Emulator, vmprog: EmuProgram, *, section: str = "",
+                 attach_type: AttachType | int | None = None, attach_target: str | None = None,
+                 flags: ProgFlags | int = 0, spec: Any = None) -> None:
+        self.kernel = kernel
         self.vmprog = vmprog
         self.name = vmprog.name
         self.section = section
         self.prog_type = ProgType(vmprog.prog_type)
-        self.attach_type = attach_type
-        self.target = target
-        self.flags = ProgFlags(flags)
+        self.attach_type = AttachType(int(attach_type)) if attach_type is not None else None
+        self.attach_target = attach_target
+        self.flags = ProgFlags(int(flags))
         self.spec = spec
         self.id = vmprog.id
-        self.fd = vmprog.fd
+        self._fd = vmprog.fd
         self._refs = 1  # the fd
         self._fd_open = True
         self.runs = 0
-        #: end of the highest context byte the verifier saw the program read
         self.max_ctx_offset = 0
+
+    @property
+    def fd(self) -> int:
+        """The program's emulated fd.
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        if not self._fd_open:
+            raise BpfError(errno.EBADF, f"program {self.name!r} is closed")
+        return self._fd
 
     # -- lifetime -------------------------------------------------------------
 
@@ -95,7 +109,7 @@ class EmulatedProgram(api.Program):
 
     def run(self, ctx: bytes | bytearray | None = None, *, context: RunContext | None = None,
             ctx_offset: int = 0, writable: bool = False) -> int:
-        """Run once on ``ctx``; returns ``r0``.
+        """Run once on ``ctx`` (what a hook does); returns ``r0``.
 
         :raises BpfmuxError: the program was freed (a use-after-free in the
             emulated kernel is a bug this check exists to catch).
@@ -109,10 +123,28 @@ class EmulatedProgram(api.Program):
         """Run from a trampoline (``ctx`` is the frame at ``info.slot``)."""
         return self.run(frame, context=RunContext(tracing=info, cookie=info.cookie), ctx_offset=8 * info.slot)
 
-    def test_run(self, ctx: bytes | bytearray | None = None, *, context: RunContext | None = None) -> RunResult:
-        """Run once like ``BPF_PROG_TEST_RUN`` with a context buffer (written back)."""
+    def test_run(self, ctx: bytes | None = None, data_in: bytes | None = None, repeat: int = 1, *,
+                 context: RunContext | None = None) -> api.TestRunResult:
+        """Run as ``BPF_PROG_TEST_RUN`` does (:meth:`bpfmux.api.Program.test_run`):
+        fentry/fexit/fmod_ret programs through the kernel's test functions,
+        other programs once on ``ctx`` (``context`` sets the run's task,
+        cookie, … for helpers). ``ctx_out`` is the context after the run for
+        the program types whose context the kernel copies back.
+
+        :raises NotSupportedError: a packet (``data_in``) run: the emulator
+            models no network stack.
+        :raises BpfError: ``EINVAL`` a tracing program of an attach type
+            test runs do not support.
+        """
+        if data_in is not None:
+            raise NotSupportedError("test runs with packet data in the emulated kernel",
+                                    f"{self.name}: the emulated kernel models no network stack")
+        if self.prog_type == ProgType.TRACING and self.attach_type != AttachType.TRACE_RAW_TP:
+            return api.TestRunResult(self.kernel.test_run_tracing(self) & M32)
         buf = bytearray(ctx) if ctx is not None else None
-        return self.vmprog.run(buf, context=context)
+        res = self.vmprog.run(buf, context=context)
+        copied = self.prog_type not in (ProgType.SYSCALL, ProgType.RAW_TRACEPOINT, ProgType.TRACING)
+        return api.TestRunResult(res.r0 & M32, 0, b"", bytes(res.ctx or b"") if copied else b"")
 
     # -- attaching --------------------------------------------------------------
 
@@ -125,13 +157,8 @@ class EmulatedProgram(api.Program):
                                     AttachType.TRACE_FSESSION_MULTI)
         )
 
-    def attach(self, target: str | None = None, **options: Any) -> api.Link:
-        """Attach as the section says (or to ``target``); see :meth:`Emulator.attach`."""
-        return self.emu.attach(self, target, **options)
-
-    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> api.MultiLink:
-        """Attach to many targets at once; see :meth:`Emulator.attach_many`."""
-        return self.emu.attach_many(self, targets, cookies, **options)
+    def _linker(self) -> Any:
+        return self.kernel.linker
 
     def __repr__(self) -> str:
         return f"<EmulatedProgram {self.name!r} {self.prog_type.name.lower()} refs={self._refs}>"
@@ -141,16 +168,9 @@ class EmulatedCollection(api.Collection):
     """Everything loaded from one object into an emulator.
 
     :ivar programs: name → :class:`EmulatedProgram`.
-    :ivar maps: name → emulated map (global data by section name).
-    :ivar spec: the :class:`~bpfmux.obj.ObjectSpec`.
-    :ivar skipped: programs not loaded, with the reason.
+    :ivar maps: name → emulated map (global data by section name, as a
+        :class:`DataSection`).
     """
-
-    programs: dict[str, EmulatedProgram]
-    maps: dict[str, Any]
-
-    def __repr__(self) -> str:
-        return f"<EmulatedCollection programs={list(self.programs)} maps={list(self.maps)}>"
 
 
 class DataSection:

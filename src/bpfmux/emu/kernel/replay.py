@@ -6,12 +6,23 @@ A call stream is JSON lines, one event per line::
     {"fire": "sched:sched_switch", "args": [0, 1, 2], "fields": {"prev_pid": 7}}
     {"kprobe": "vfs_read", "args": [1, 2, 3, 4]}
     {"test_run": "prog_name"}
+    {"syscall": "openat", "args": [-100, 4096, 0], "ret": 3}
+    {"user": "libc.so.6:strlen", "args": [4096], "ret": 5}
+    {"sample": "cpu_clock"}
     {"task": {"pid": 42, "tgid": 42, "comm": "worker"}}
     {"clock": 1000000}
 
+``call`` runs a kernel function through its probes and trampolines,
+``fire`` hits a tracepoint, ``kprobe`` fires only a function's probes,
+``syscall`` makes a system call as the kernel's syscall path shows it
+(:meth:`~bpfmux.emu.Emulator.syscall`), ``user`` calls a user function
+(uprobes; :meth:`~bpfmux.emu.Emulator.user_call`), ``sample`` delivers one
+sample to the sampling perf events of an event.
+
 A workload spec is a comma-separated list of ``FUNC(ARGS)*N``,
-``tp:SYSTEM:EVENT*N`` and ``test_run`` items, e.g.
-``bpf_fentry_test1(1)*100,tp:sched:sched_switch*5,test_run``.
+``tp:SYSTEM:EVENT*N``, ``sys:NAME*N``, ``user:BINARY:SYMBOL*N``,
+``sample:EVENT*N`` and ``test_run`` items, e.g.
+``bpf_fentry_test1(1)*100,tp:sched:sched_switch*5,sys:getpid*3,test_run``.
 """
 
 from __future__ import annotations
@@ -35,9 +46,10 @@ class Event:
     fields: dict[str, Any] = field(default_factory=dict)
     repeat: int = 1
     line: int = 0
+    ret: int = 0
 
 
-_KINDS = ("call", "fire", "kprobe", "test_run", "task", "clock")
+_KINDS = ("call", "fire", "kprobe", "syscall", "user", "sample", "test_run", "task", "clock")
 
 
 def parse_calls(lines: Iterable[str], source: str = "<calls>") -> Iterator[Event]:
@@ -70,6 +82,9 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>") -> Iterator[Event
         fields = obj.get("fields", {})
         if not isinstance(fields, dict):
             raise ParseError(f"line {n}: fields must be an object", None, source)
+        ret = obj.get("ret", 0)
+        if not isinstance(ret, int) or isinstance(ret, bool):
+            raise ParseError(f"line {n}: ret must be an integer", None, source)
         if kind == "task":
             ok = isinstance(value, dict) and all(
                 (k in ("pid", "tgid", "uid", "gid") and isinstance(v, int) and not isinstance(v, bool))
@@ -87,10 +102,11 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>") -> Iterator[Event
         else:
             if not isinstance(value, str) or not value:
                 raise ParseError(f"line {n}: {kind} needs a name", None, source)
-            yield Event(kind, value, tuple(args), fields, repeat, n)
+            yield Event(kind, value, tuple(args), fields, repeat, n, ret)
 
 
-_ITEM = re.compile(r"^\s*(?:(?P<tp>tp:[\w:/]+)|(?P<tr>test_run)|(?P<fn>[A-Za-z_]\w*)\((?P<args>[^)]*)\))\s*(?:\*\s*(?P<n>\d+))?\s*$")
+_ITEM = re.compile(r"^\s*(?:(?P<tp>tp:[\w:/]+)|(?P<sys>sys:\w+)|(?P<user>user:[^*,]+)|(?P<sample>sample:\w+)"
+                   r"|(?P<tr>test_run)|(?P<fn>[A-Za-z_]\w*)\((?P<args>[^)]*)\))\s*(?:\*\s*(?P<n>\d+))?\s*$")
 
 
 def parse_workload(spec: str) -> list[Event]:
@@ -103,11 +119,17 @@ def parse_workload(spec: str) -> list[Event]:
     for i, item in enumerate(_split(spec), 1):
         m = _ITEM.match(item)
         if not m:
-            raise ParseError(f"workload item {i} ({item.strip()!r}): write FUNC(ARGS)*N, tp:SYSTEM:EVENT*N or test_run",
-                             i, "--workload")
+            raise ParseError(f"workload item {i} ({item.strip()!r}): write FUNC(ARGS)*N, tp:SYSTEM:EVENT*N, "
+                             "sys:NAME*N, user:BINARY:SYMBOL*N, sample:EVENT*N or test_run", i, "--workload")
         n = int(m.group("n") or 1)
         if m.group("tp"):
             out.append(Event("fire", m.group("tp")[3:], repeat=n))
+        elif m.group("sys"):
+            out.append(Event("syscall", m.group("sys")[4:], repeat=n))
+        elif m.group("user"):
+            out.append(Event("user", m.group("user")[5:].strip(), repeat=n))
+        elif m.group("sample"):
+            out.append(Event("sample", m.group("sample")[7:], repeat=n))
         elif m.group("tr"):
             out.append(Event("test_run", repeat=n))
         else:
@@ -117,6 +139,24 @@ def parse_workload(spec: str) -> list[Event]:
                 raise ParseError(f"workload item {i}: arguments must be integers", None, "--workload") from None
             out.append(Event("call", m.group("fn"), args, repeat=n))
     return out
+
+
+def load_events(source: str) -> list[Event]:
+    """Events from a call-stream file (``-``: standard input) or, when no
+    such file exists, a workload spec.
+
+    :raises ParseError: a malformed stream or spec.
+    :raises OSError: the file cannot be read.
+    """
+    import os
+    import sys
+
+    if source == "-":
+        return list(parse_calls(sys.stdin, "<stdin>"))
+    if os.path.isfile(source):
+        with open(source, encoding="utf-8") as f:
+            return list(parse_calls(f, source))
+    return parse_workload(source)
 
 
 def _split(spec: str) -> list[str]:
@@ -161,6 +201,12 @@ def apply(emu: Any, events: Iterable[Event], programs: dict[str, Any] | None = N
                     emu.fire(ev.target, *ev.args, **ev.fields)
                 elif ev.kind == "kprobe":
                     emu.kprobe_hit(ev.target, *ev.args)
+                elif ev.kind == "syscall":
+                    emu.syscall(ev.target, *ev.args, ret=ev.ret)
+                elif ev.kind == "user":
+                    emu.user_call(ev.target, *ev.args, ret=ev.ret)
+                elif ev.kind == "sample":
+                    emu.sample(ev.target)
                 elif ev.kind == "test_run":
                     for prog in _pick(programs or {}, ev.target):
                         emu.test_run_tracing(prog)

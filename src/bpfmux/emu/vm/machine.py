@@ -500,7 +500,7 @@ class VM:
 
     def _unregister_map(self, mp: EmuMap) -> None:
         self._maps_version += 1  # fast-tier code that calls this map's methods directly is rebuilt
-        self._fds.pop(mp.fd, None)
+        self._fds.pop(mp._fd, None)
         self.space.remove_handle(mp.handle)
 
     def _register_prog(self, prog: EmuProgram) -> tuple[int, int]:

@@ -1,10 +1,10 @@
 """Links of the live kernel: one module per link kind, each a
 :class:`~bpfmux.api.Link` (a context manager whose ``close()`` is idempotent).
 
-:func:`attach` attaches one program by what it is (its type, its load-time
-attach type, its ELF section name) to one target; :func:`attach_many` attaches
-one program to many targets with the fastest mechanism the kernel offers
-(:mod:`.multi`). A loaded program's ``attach``/``attach_many`` delegate here.
+:class:`LiveLinker` is the live kernel's :class:`bpfmux.attach.Linker`: the
+one attach dispatch (:mod:`bpfmux.attach`, on the program's attach kind)
+calls it, for a loaded program's ``attach``/``attach_many`` and for the
+module-level :func:`attach`/:func:`attach_many` here.
 
 | kind | module | mechanism |
 | --- | --- | --- |
@@ -22,23 +22,14 @@ one program to many targets with the fastest mechanism the kernel offers
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...api import Link
-from ...errors import NotSupportedError, ParseError
-from ...uapi import AttachType, ProgType
-from ._base import (
-    FdLink,
-    NotAProgramError,
-    RawProgram,
-    close_all,
-    deferred_signals,
-    expected_attach_type,
-    prog_fd,
-    prog_type,
-    section_info,
-)
-from .multi import GroupLink, attach_many
+from ... import attach as _dispatch
+from ...api import Link, MultiLink, Program
+from ...errors import NotAProgramError
+from ._base import FdLink, RawProgram, close_all, deferred_signals, prog_fd
+from .multi import GroupLink, expand_raw_tracepoints, expand_tracepoints
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kprobe import KprobeLink, attach_kprobe
@@ -80,8 +71,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "LINKER",
     "FdLink",
     "GroupLink",
+    "LiveLinker",
     "KprobeLink",
     "KprobeMultiLink",
     "NotAProgramError",
@@ -110,92 +103,149 @@ __all__ = [
     "attach_uprobe_multi",
     "close_all",
     "deferred_signals",
+    "prog_fd",
 ]
 
 
-def attach(program: Any, target: str | None = None, **opts: Any) -> Link:
-    """Attach ``program`` to ``target`` (default: the target its section
-    name gives, as libbpf would: ``SEC("tracepoint/sched/sched_switch")``).
+class LiveLinker:
+    """The live kernel's :class:`bpfmux.attach.Linker`: each kind by its
+    module (module table). Every attachment is made with Ctrl-C held back
+    until its owner holds it."""
 
-    How is decided by the program: tracepoint → :func:`attach_tracepoint`,
-    raw_tp → :func:`attach_raw_tracepoint`, tp_btf / fentry / fexit /
-    fmod_ret / fsession → trampoline links, ``*.multi`` programs → their multi
-    link with ``target`` as one glob, kprobe-type → uprobe (``BIN:SYM``) or
-    kprobe (``FUNC``), perf_event → sampling on every CPU (``target`` names
-    the event, default ``cpu_clock``).
-
-    :param opts: ``cookie``, ``retprobe``, ``pid``, ``via``, ``session``,
-        sampling options (``sample_freq``, ``sample_period``, ``hardware``,
-        ``cpus``).
-    :raises NotSupportedError: the kernel lacks this attach kind.
-    :raises NotFoundError: the target does not exist.
-    :raises ParseError: no target given and the section names none.
-    :raises NotAProgramError: ``program`` is not a loaded program (a ``TypeError``).
-    :raises BpfError: the kernel refused.
-    """
-    ptype = prog_type(program)
-    eat = expected_attach_type(program)
-    info = section_info(program)
-    if target is None and info is not None:
-        target = info.target
-    retprobe = bool(opts.pop("retprobe", info.retprobe if info is not None else False))
-
-    def need() -> str:
-        if not target:
-            raise ParseError(f"no attach target for program {getattr(program, 'name', program)!r}: give one, "
-                             "or load it from a section that names it")  # fmt: skip
-        return target
-
-    if ptype == ProgType.TRACEPOINT:
+    def tracepoint(self, program: Program, target: str, *, cookie: int | None, via: str | None = None) -> Link:
+        """A perf-event tracepoint link (:func:`attach_tracepoint`)."""
         from .tracepoint import attach_tracepoint
 
-        return attach_tracepoint(program, need(), **opts)
-    if ptype in (ProgType.RAW_TRACEPOINT, ProgType.RAW_TRACEPOINT_WRITABLE):
+        with deferred_signals():
+            return attach_tracepoint(program, target, cookie=cookie, via=via)
+
+    def raw_tracepoint(self, program: Program, target: str, *, cookie: int | None) -> Link:
+        """A raw tracepoint link (:func:`attach_raw_tracepoint`)."""
         from .raw_tracepoint import attach_raw_tracepoint
 
-        return attach_raw_tracepoint(program, need(), **opts)
-    if ptype == ProgType.TRACING:
-        from .tp_btf import attach_tp_btf
-        from .tracing import TRACING_KINDS, attach_tracing
-        from .tracing_multi import MULTI_ATTACH_TYPES, attach_tracing_multi
+        with deferred_signals():
+            return attach_raw_tracepoint(program, target, cookie=cookie)
 
-        if eat == AttachType.TRACE_RAW_TP:
-            return attach_tp_btf(program, target, **opts)
-        if eat in TRACING_KINDS:
-            return attach_tracing(program, target, **opts)
-        if eat in MULTI_ATTACH_TYPES:
-            cookie = opts.pop("cookie", None)
-            return attach_tracing_multi(program, [need()], [cookie] if cookie is not None else None, **opts)
-    if ptype == ProgType.KPROBE:
+    def tp_btf(self, program: Program, target: str | None, *, cookie: int | None) -> Link:
+        """A BTF-typed tracepoint link (:func:`attach_tp_btf`)."""
+        from .tp_btf import attach_tp_btf
+
+        with deferred_signals():
+            return attach_tp_btf(program, target, cookie=cookie)
+
+    def trampoline(self, program: Program, target: str | None, *, cookie: int | None,
+                   attach_type: Any = None) -> Link:
+        """An fentry/fexit/fmod_ret/fsession link (:func:`attach_tracing`)."""
+        from .tracing import attach_tracing
+
+        with deferred_signals():
+            return attach_tracing(program, target, cookie=cookie, attach_type=attach_type)
+
+    def tracing_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None,
+                      attach_type: Any = None) -> MultiLink:
+        """A tracing_multi link (:func:`attach_tracing_multi`)."""
+        from .tracing_multi import attach_tracing_multi
+
+        with deferred_signals():
+            return attach_tracing_multi(program, targets, cookies, attach_type=attach_type)
+
+    def kprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None,
+               via: str | None = None) -> Link:
+        """A perf-event kprobe (:func:`attach_kprobe`)."""
         from .kprobe import attach_kprobe
+
+        with deferred_signals():
+            return attach_kprobe(program, target, retprobe=retprobe, cookie=cookie, via=via)
+
+    def kprobe_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None, *, retprobe: bool,
+                     session: bool) -> MultiLink:
+        """A kprobe_multi link (:func:`attach_kprobe_multi`)."""
         from .kprobe_multi import attach_kprobe_multi
+
+        with deferred_signals():
+            return attach_kprobe_multi(program, targets, cookies, retprobe=retprobe, session=session)
+
+    def uprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None, pid: int = -1,
+               via: str | None = None) -> Link:
+        """A perf-event uprobe (:func:`attach_uprobe`)."""
         from .uprobe import attach_uprobe
+
+        with deferred_signals():
+            return attach_uprobe(program, target, retprobe=retprobe, pid=pid, cookie=cookie, via=via)
+
+    def uprobe_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None, *, retprobe: bool,
+                     session: bool, pid: int = -1) -> MultiLink:
+        """uprobe_multi links, one per binary (:func:`attach_uprobe_multi`)."""
         from .uprobe_multi import attach_uprobe_multi
 
-        cookie = opts.pop("cookie", None)
-        cks = [cookie] if cookie is not None else None
-        if eat in (AttachType.TRACE_UPROBE_MULTI, AttachType.TRACE_UPROBE_SESSION):
-            return attach_uprobe_multi(program, [need()], cks, retprobe=retprobe, **opts)
-        if eat in (AttachType.TRACE_KPROBE_MULTI, AttachType.TRACE_KPROBE_SESSION):
-            return attach_kprobe_multi(program, [need()], cks, retprobe=retprobe, **opts)
-        kind = info.attach_kind.value if info is not None and info.attach_kind is not None else None
-        if kind == "usdt":
-            raise NotSupportedError("usdt", "USDT probes are not implemented by bpfmux.live.links; attach the "
-                                    "program as a uprobe on the probe's address instead")  # fmt: skip
-        t = need()
-        if kind == "ksyscall" and target == info.target:
-            from ...host.kallsyms import syscall_function
+        return attach_uprobe_multi(program, targets, cookies, retprobe=retprobe, session=session, pid=pid)
 
-            t = syscall_function(t)
-        if ":" in t:
-            return attach_uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
-        return attach_kprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
-    if ptype == ProgType.PERF_EVENT:
+    def perf_event(self, program: Program, target: str, **opts: Any) -> Link:
+        """Sampling on every CPU (:func:`attach_sampling`)."""
         from .perf_event import attach_sampling
 
-        return attach_sampling(program, target or "cpu_clock", **opts)
-    prog_fd(program)
-    name = ptype.name.lower() if ptype is not None else "unknown"
-    raise NotSupportedError("attach", f"bpfmux.live.links cannot attach a {name} program "
-                            f"(attach type {eat.name.lower() if eat is not None else 'none'})")  # fmt: skip
+        return attach_sampling(program, target, **opts)
 
+    def perf_event_link(self, program: Program, event: Any, *, cookie: int | None, via: str | None = None) -> Link:
+        """The program on an open :class:`~bpfmux.live.perf.PerfEvent` (:func:`attach_perf_event`)."""
+        from .perf_event import attach_perf_event
+
+        with deferred_signals():
+            return attach_perf_event(program, event, cookie=cookie, via=via)
+
+    def syscall_function(self, name: str) -> str:
+        """From ``/proc/kallsyms`` (:func:`bpfmux.host.kallsyms.syscall_function`)."""
+        from ...host.kallsyms import syscall_function
+
+        return syscall_function(name)
+
+    def expand_tracepoints(self, patterns: Sequence[str], *, raw: bool) -> list[str]:
+        """From tracefs."""
+        return expand_raw_tracepoints(patterns) if raw else expand_tracepoints(patterns)
+
+    def group(self, program: Program, links: list[Link], targets: Sequence[str], *, mechanism: str,
+              kind: str) -> MultiLink:
+        """A :class:`GroupLink`; perf-event members close on several threads (their grace periods overlap)."""
+        return GroupLink(program, links, targets, mechanism=mechanism, kind=kind,
+                         parallel_close=mechanism == "perf_event")
+
+    def close_all(self, links: Iterable[Link]) -> None:
+        """:func:`close_all`, in parallel (perf-event links wait a grace period each)."""
+        close_all(links, parallel=True)
+
+
+#: the live kernel's linker
+LINKER = LiveLinker()
+
+
+def _program(program: Any) -> Program:
+    if not isinstance(program, Program):
+        prog_fd(program)  # a clearer message for things that are not programs at all
+        raise NotAProgramError(f"{program!r} is not a loaded program; load it (LiveKernel().load(...)) or wrap a "
+                               "program fd in RawProgram")
+    return program
+
+
+def attach(program: Program, target: str | None = None, **opts: Any) -> Link:
+    """Attach a live program (see :meth:`bpfmux.api.Program.attach`).
+
+    :raises NotAProgramError: ``program`` is not a loaded program (a ``TypeError``).
+    :raises InvalidArgumentError: no target given and the section names none.
+    :raises NotSupportedError: the kernel lacks this attach kind.
+    :raises NotFoundError: the target does not exist.
+    :raises BpfError: the kernel refused.
+    """
+    return _dispatch.attach(LINKER, _program(program), target, **opts)
+
+
+def attach_many(program: Program, targets: Iterable[str] | str, cookies: Sequence[int] | None = None,
+                **opts: Any) -> MultiLink:
+    """Attach a live program to many targets (see :meth:`bpfmux.api.Program.attach_many`).
+
+    :raises NotAProgramError: ``program`` is not a loaded program (a ``TypeError``).
+    :raises InvalidArgumentError: no targets, or cookies that do not match them.
+    :raises NotSupportedError: no mechanism fits these targets.
+    :raises NotFoundError: a target matches nothing.
+    :raises BpfError: the kernel refused.
+    """
+    return _dispatch.attach_many(LINKER, _program(program), targets, cookies, **opts)

@@ -1,5 +1,5 @@
 """What every live link kind shares: fd ownership, info, update, pinning,
-and reading what a program object says about itself."""
+closing many at once, and Ctrl-C held back while a link is made."""
 
 from __future__ import annotations
 
@@ -10,20 +10,16 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ...api import Link, MultiLink, Program
-from ...errors import BpfError, BpfmuxError, NotSupportedError
+from ...api import Link, Program
+from ...errors import BpfError, NotAProgramError, NotSupportedError
 from ...uapi import AttachType, LinkType, ProgType
 from .. import sys as _sys
+from ..program import LiveProgram
 
-__all__ = ["FdLink", "NotAProgramError", "RawProgram", "expected_attach_type", "prog_fd", "prog_type", "section_info"]
+__all__ = ["FdLink", "RawProgram", "close_all", "deferred_signals", "prog_fd"]
 
 #: errnos that mean "this kernel cannot do that" rather than "you asked wrong"
 UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, 524})  # 524 = ENOTSUPP (kernel-internal)
-
-
-class NotAProgramError(BpfmuxError, TypeError):
-    """What was given where a loaded program is needed has no program fd
-    (a ``TypeError``, so ``except TypeError`` keeps working)."""
 
 
 def prog_fd(program: Any) -> int:
@@ -41,53 +37,6 @@ def prog_fd(program: Any) -> int:
         raise NotAProgramError(f"{program!r} is not a loaded program (it has no fd); load it first "
                                "(LiveKernel().load(...)) or wrap an fd in RawProgram")
     return fd.fd if isinstance(fd, _sys.Fd) else int(fd)
-
-
-def prog_type(program: Any) -> ProgType | None:
-    """The program's type (from the object, else from the kernel)."""
-    for attr in ("prog_type", "type"):
-        v = getattr(program, attr, None)
-        if v is not None and not callable(v):
-            try:
-                return ProgType(int(v))
-            except (ValueError, TypeError):
-                pass
-    spec = getattr(program, "spec", None)
-    v = getattr(spec, "prog_type", None)
-    if v is not None:
-        return ProgType(int(v))
-    try:
-        return ProgType(_sys.prog_info(prog_fd(program)).type)
-    except (BpfError, TypeError, ValueError):
-        return None
-
-
-def expected_attach_type(program: Any) -> AttachType | None:
-    """The attach type the program was loaded with, ``None`` for none/unknown."""
-    for obj in (program, getattr(program, "spec", None)):
-        v = getattr(obj, "expected_attach_type", None)
-        if v is not None:
-            try:
-                return AttachType(int(v))
-            except ValueError:
-                return None
-    return None
-
-
-def section_info(program: Any):  # -> obj.sections.SectionInfo | None
-    """What the program's ELF section name says (``None`` without a section)."""
-    section = getattr(program, "section", None) or getattr(getattr(program, "spec", None), "section", None)
-    if not section:
-        return None
-    from ...obj.sections import match_section
-
-    info = match_section(section)
-    return info if info.kind is not None else None
-
-
-def not_supported(feature: str, err: BpfError, what: str) -> NotSupportedError:
-    """A :class:`NotSupportedError` for a kernel refusal that means 'missing feature'."""
-    return NotSupportedError(feature, f"{what}: this kernel does not support {feature} ({err})")
 
 
 class FdLink(Link):
@@ -301,61 +250,24 @@ def _close_threaded(items: list[Any], max_workers: int) -> list[BaseException]:
     return errors
 
 
-class RawProgram(Program):
+class RawProgram(LiveProgram):
     """A program loaded outside a :class:`~bpfmux.api.Collection` (for
     example with :func:`bpfmux.live.sys.prog_load`), so it can be attached
     with the same :meth:`attach`/:meth:`attach_many` as a loaded one.
 
     :param fd: the program fd; owned (closed by :meth:`close`) when it is an
-        :class:`~bpfmux.live.sys.Fd`.
+        :class:`~bpfmux.live.sys.Fd`, borrowed when it is a number.
     :param prog_type: its program type.
-    :param expected_attach_type: the attach type it was loaded with.
+    :param attach_type: the attach type it was loaded with.
     :param section: an ELF-style section name (``"uprobe.multi/libc.so.6:str*"``)
         that says how :meth:`attach` without a target attaches it.
     """
 
-    def __init__(self, fd: _sys.Fd | int, prog_type: ProgType | int, expected_attach_type: AttachType | int | None = None,
+    def __init__(self, fd: _sys.Fd | int, prog_type: ProgType | int, attach_type: AttachType | int | None = None,
                  *, name: str = "", section: str = "") -> None:  # fmt: skip
-        self._fd = fd
-        self.prog_type = ProgType(int(prog_type))
-        self.expected_attach_type = AttachType(int(expected_attach_type)) if expected_attach_type is not None else None
-        self.name = name
-        self.section = section
+        from ...obj.sections import match_section
 
-    @property
-    def fd(self) -> int:
-        """The program fd number.
-
-        :raises BpfError: ``EBADF`` once closed.
-        """
-        return self._fd.fd if isinstance(self._fd, _sys.Fd) else self._fd
-
-    @property
-    def id(self) -> int:
-        """The kernel's program id."""
-        return int(_sys.prog_info(self.fd).id)
-
-    @property
-    def closed(self) -> bool:
-        """True once closed (only an owned fd can be closed)."""
-        return isinstance(self._fd, _sys.Fd) and self._fd.closed
-
-    def close(self) -> None:
-        """Close the program fd if owned. Attachments keep the program alive."""
-        if isinstance(self._fd, _sys.Fd):
-            self._fd.close()
-
-    def attach(self, target: str | None = None, **options: Any) -> Link:
-        """See :func:`bpfmux.live.links.attach`."""
-        from . import attach
-
-        return attach(self, target, **options)
-
-    def attach_many(self, targets: Iterable[str], cookies: Sequence[int] | None = None, **options: Any) -> MultiLink:
-        """See :func:`bpfmux.live.links.attach_many`."""
-        from . import attach_many
-
-        return attach_many(self, targets, cookies, **options)
-
-    def __repr__(self) -> str:
-        return f"<RawProgram {self.name or '?'} {self.prog_type.name.lower()} fd={self._fd}>"
+        info = match_section(section) if section else None
+        super().__init__(fd, name=name, prog_type=prog_type, section=section, attach_type=attach_type,
+                         attach_target=info.target if info is not None else None,
+                         flags=info.prog_flags if info is not None else 0)

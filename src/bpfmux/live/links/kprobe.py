@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...host.targets import parse_kprobe_target
 from .. import perf as _perf
 from ._base import prog_fd
-from ._targets import parse_kprobe_target
 from .perf_event import PerfEventLink, attach_perf_event
 
 __all__ = ["KprobeLink", "attach_kprobe"]

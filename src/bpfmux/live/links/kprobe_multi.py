@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...api import MultiLink
-from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
-from ...host import tracefs
-from ...host.globs import match
-from ...host.kallsyms import KernelSymbols
+from ...errors import BpfError, InvalidArgumentError, NotSupportedError
+from ...host.targets import resolve_kernel_functions
 from ...uapi import AttachType
 from .. import sys as _sys
-from ._base import UNSUPPORTED_ERRNOS, FdLink, expected_attach_type, prog_fd
+from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
 
-__all__ = ["KprobeMultiLink", "attach_kprobe_multi", "resolve_kernel_functions"]
+__all__ = ["KprobeMultiLink", "attach_kprobe_multi"]
 
 
 class KprobeMultiLink(FdLink, MultiLink):
@@ -48,47 +46,6 @@ class KprobeMultiLink(FdLink, MultiLink):
             self.kind = "kprobe_session"
 
 
-def _candidates() -> list[str]:
-    try:
-        return tracefs.available_filter_functions()
-    except NotSupportedError:
-        ks = KernelSymbols.cached()
-        return [s.name for s in ks.symbols if s.is_function and s.module is None]
-
-
-def resolve_kernel_functions(targets: Sequence[str], cookies: Sequence[int] | None = None
-                             ) -> tuple[list[str], list[int] | None]:  # fmt: skip
-    """Expand globs into function names (deduplicated, first wins); a glob's
-    cookie applies to each function it matches.
-
-    :raises ParseError: bad cookie count.
-    :raises NotFoundError: a glob matching nothing.
-    """
-    if cookies is not None and len(cookies) != len(targets):
-        raise ParseError(f"{len(cookies)} cookies for {len(targets)} targets; give one cookie per target")
-    names: list[str] = []
-    cks: list[int] | None = [] if cookies is not None else None
-    seen: set[str] = set()
-    cands: list[str] | None = None
-    for i, t in enumerate(targets):
-        if any(c in t for c in "*?["):
-            if cands is None:
-                cands = _candidates()
-            found = match(t, cands)
-            if not found:
-                raise NotFoundError("kernel function", t, "the glob matches no traceable function")
-        else:
-            found = [t]
-        for n in found:
-            if n in seen:
-                continue
-            seen.add(n)
-            names.append(n)
-            if cks is not None:
-                cks.append(cookies[i])  # type: ignore[index]
-    return names, cks
-
-
 def attach_kprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
                         retprobe: bool = False, session: bool | None = None) -> KprobeMultiLink:  # fmt: skip
     """Attach to every function at once. All or nothing.
@@ -101,12 +58,12 @@ def attach_kprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Seq
         targets = [targets]
     targets = list(targets)
     if not targets:
-        raise ParseError("no kprobe targets given")
-    eat = expected_attach_type(program)
+        raise InvalidArgumentError("no kprobe targets given")
+    eat = program.attach_type
     if session is None:
         session = eat == AttachType.TRACE_KPROBE_SESSION
     if session and retprobe:
-        raise ParseError("a kprobe session runs on entry and return; do not ask for retprobe too")
+        raise InvalidArgumentError("a kprobe session runs on entry and return; do not ask for retprobe too")
     kind = "kprobe sessions" if session else "kprobe_multi"
     names, cks = resolve_kernel_functions(targets, cookies)
     try:

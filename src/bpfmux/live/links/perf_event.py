@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any
 
-from ...errors import BpfError, NotSupportedError, ParseError
+from ...errors import BpfError, InvalidArgumentError, NotSupportedError
 from ...host.cpus import online_cpus
 from .. import perf as _perf
 from .. import sys as _sys
@@ -63,7 +63,7 @@ def attach_perf_event(program: Any, event: _perf.PerfEvent, *, cookie: int | Non
         a ``bpf_link`` and falls back to the ioctl on kernels without
         perf-event links.
     :param cls: the link class to return (a :class:`PerfEventLink` subclass).
-    :raises ParseError: a bad ``via``, or a cookie with ``via="ioctl"``
+    :raises InvalidArgumentError: a bad ``via``, or a cookie with ``via="ioctl"``
         (a ``ValueError``).
     :raises NotSupportedError: a cookie was asked for on a kernel without
         perf-event links.
@@ -72,10 +72,10 @@ def attach_perf_event(program: Any, event: _perf.PerfEvent, *, cookie: int | Non
     """
     if via not in (None, "link", "ioctl"):
         event.close()
-        raise ParseError(f"via must be 'link', 'ioctl' or None, not {via!r}")
+        raise InvalidArgumentError(f"via must be 'link', 'ioctl' or None, not {via!r}")
     if via == "ioctl" and cookie:
         event.close()
-        raise ParseError("PERF_EVENT_IOC_SET_BPF cannot carry a BPF cookie; attach with via='link' (or None)")
+        raise InvalidArgumentError("PERF_EVENT_IOC_SET_BPF cannot carry a BPF cookie; attach with via='link' (or None)")
     link_fd: _sys.Fd | None = None
     try:
         pfd = prog_fd(program)
@@ -145,7 +145,7 @@ def attach_sampling(program: Any, event: str | int = "cpu_clock", *, hardware: b
         try:
             config = enum_cls[event.upper()]
         except KeyError:
-            raise ParseError(f"unknown {'hardware' if hardware else 'software'} event {event!r}; "
+            raise InvalidArgumentError(f"unknown {'hardware' if hardware else 'software'} event {event!r}; "
                              f"known: {[m.name.lower() for m in enum_cls]}") from None  # fmt: skip
     else:
         config = enum_cls(event)

@@ -41,5 +41,5 @@ def attach_tp_btf(program: Any, target: str | None = None, *, cookie: int | None
         if e.errno != _errno.EINVAL or cookie:
             raise
         fd = _sys.raw_tracepoint_open(None, pfd)
-    name = target or getattr(program, "section", "") or "tp_btf"
+    name = target or program.section or "tp_btf"
     return TpBtfLink(program, fd, name, cookie=cookie)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import BpfError, NotSupportedError, ParseError
+from ...errors import BpfError, InvalidArgumentError, NotSupportedError
 from ...uapi import AttachType, LinkType
 from .. import sys as _sys
 from ..features import features
-from ._base import UNSUPPORTED_ERRNOS, FdLink, expected_attach_type, prog_fd
+from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
 
 __all__ = ["TRACING_KINDS", "TracingLink", "attach_tracing"]
 
@@ -40,15 +40,15 @@ def attach_tracing(program: Any, target: str | None = None, *, attach_type: Atta
     """Attach a tracing program to the function it was loaded for.
 
     :param attach_type: overrides the program's expected attach type.
-    :raises ParseError: not an fentry/fexit/fmod_ret/fsession attach type
+    :raises InvalidArgumentError: not an fentry/fexit/fmod_ret/fsession attach type
         (a ``ValueError``).
     :raises NotSupportedError: this kernel has no BPF trampolines (or not
         this attach type).
     :raises BpfError: the kernel refused otherwise.
     """
-    at = AttachType(int(attach_type)) if attach_type is not None else expected_attach_type(program)
+    at = AttachType(int(attach_type)) if attach_type is not None else program.attach_type
     if at not in TRACING_KINDS:
-        raise ParseError(f"not an fentry/fexit/fmod_ret/fsession program (attach type {at!r}); "
+        raise InvalidArgumentError(f"not an fentry/fexit/fmod_ret/fsession program (attach type {at!r}); "
                          "load it from such a section or pass attach_type=")
     kind = TRACING_KINDS[at]
     try:
@@ -61,6 +61,6 @@ def attach_tracing(program: Any, target: str | None = None, *, attach_type: Atta
         if e.errno in UNSUPPORTED_ERRNOS:
             raise NotSupportedError(kind, f"this kernel cannot attach {kind} programs ({e})") from e
         raise
-    link = TracingLink(program, fd, target or getattr(program, "section", "") or kind, cookie=cookie)
+    link = TracingLink(program, fd, target or program.section or kind, cookie=cookie)
     link.kind = kind
     return link

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...api import MultiLink
-from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError
+from ...host.targets import resolve_kernel_functions
 from ...uapi import AttachType, BtfKind, LinkType
 from .. import sys as _sys
 from ..features import features
-from ._base import UNSUPPORTED_ERRNOS, FdLink, expected_attach_type, prog_fd
-from .kprobe_multi import resolve_kernel_functions
+from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
 
 __all__ = ["MULTI_ATTACH_TYPES", "TracingMultiLink", "attach_tracing_multi", "btf_function_ids"]
 
@@ -87,10 +87,10 @@ def attach_tracing_multi(program: Any, targets: Sequence[str] | str, cookies: Se
         targets = [targets]
     targets = list(targets)
     if not targets:
-        raise ParseError("no functions given")
-    at = AttachType(int(attach_type)) if attach_type is not None else expected_attach_type(program)
+        raise InvalidArgumentError("no functions given")
+    at = AttachType(int(attach_type)) if attach_type is not None else program.attach_type
     if at not in MULTI_ATTACH_TYPES:
-        raise ParseError(f"not a fentry.multi/fexit.multi/fsession.multi program (attach type {at!r})")
+        raise InvalidArgumentError(f"not a fentry.multi/fexit.multi/fsession.multi program (attach type {at!r})")
     try:
         features().require("link_type", LinkType.TRACING_MULTI)
     except NotSupportedError as e:

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ParseError
-from ...host.elfsyms import ElfSymbols
-from ...host.ldcache import resolve_binary
+from ...host.targets import resolve_uprobe
 from .. import perf as _perf
 from ._base import prog_fd
-from ._targets import parse_uprobe_target
 from .perf_event import PerfEventLink, attach_perf_event
 
-__all__ = ["UprobeLink", "attach_uprobe", "resolve_uprobe"]
+__all__ = ["UprobeLink", "attach_uprobe"]
 
 
 class UprobeLink(PerfEventLink):
@@ -29,21 +26,6 @@ class UprobeLink(PerfEventLink):
     kind = "uprobe"
     binary: str = ""
     offset: int = 0
-
-
-def resolve_uprobe(spec: str) -> tuple[str, int]:
-    """``"libc.so.6:getpid"`` → (``"/lib/x86_64-linux-gnu/libc.so.6"``, file offset).
-
-    :raises ParseError: malformed target, or a glob where one function is needed.
-    :raises NotFoundError: no such binary or symbol.
-    """
-    t = parse_uprobe_target(spec)
-    path = resolve_binary(t.binary)
-    if t.symbol is None:
-        return path, t.offset
-    if any(c in t.symbol for c in "*?["):
-        raise ParseError(f"{spec!r} is a glob; attach it with attach_many (uprobe_multi)")
-    return path, ElfSymbols.cached(path).offset(t.symbol) + t.offset
 
 
 def attach_uprobe(program: Any, target: str, *, retprobe: bool = False, pid: int = -1, cookie: int | None = None,

@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...api import MultiLink
-from ...errors import BpfError, NotFoundError, NotSupportedError, ParseError
-from ...host.elfsyms import ElfSymbols
-from ...host.ldcache import resolve_binary
+from ...errors import BpfError, InvalidArgumentError, NotSupportedError
+from ...host.targets import resolve_uprobe_targets
 from ...uapi import AttachType
 from .. import sys as _sys
-from ._base import UNSUPPORTED_ERRNOS, FdLink, close_all, deferred_signals, expected_attach_type, prog_fd
-from ._targets import parse_uprobe_target
+from ._base import UNSUPPORTED_ERRNOS, FdLink, close_all, deferred_signals, prog_fd
 
-__all__ = ["UprobeMultiLink", "attach_uprobe_multi", "resolve_uprobe_targets"]
+__all__ = ["UprobeMultiLink", "attach_uprobe_multi"]
 
 
 class UprobeMultiLink(FdLink, MultiLink):
@@ -55,42 +53,6 @@ class UprobeMultiLink(FdLink, MultiLink):
             self.kind = "uprobe_session"
 
 
-def resolve_uprobe_targets(targets: Sequence[str], cookies: Sequence[int] | None = None
-                           ) -> dict[str, tuple[list[tuple[str, int]], list[int] | None, list[str]]]:  # fmt: skip
-    """Group and expand targets: ``{binary path: (functions, cookies, targets)}``,
-    binaries in first-seen order. A glob's cookie applies to every function
-    it matches.
-
-    :raises ParseError: malformed target or cookie count.
-    :raises NotFoundError: no such binary, symbol, or a glob matching nothing.
-    """
-    if cookies is not None and len(cookies) != len(targets):
-        raise ParseError(f"{len(cookies)} cookies for {len(targets)} targets; give one cookie per target")
-    groups: dict[str, tuple[list[tuple[str, int]], list[int] | None, list[str]]] = {}
-    elfs: dict[str, ElfSymbols] = {}
-    for i, spec in enumerate(targets):
-        t = parse_uprobe_target(spec)
-        path = resolve_binary(t.binary)
-        funcs, cks, tg = groups.setdefault(path, ([], [] if cookies is not None else None, []))
-        tg.append(spec)
-        if t.symbol is None:
-            found = [(f"{t.offset:#x}", t.offset)]
-        else:
-            if path not in elfs:
-                elfs[path] = ElfSymbols.cached(path)
-            elf = elfs[path]
-            if any(c in t.symbol for c in "*?["):
-                found = [(s.name, s.offset + t.offset) for s in elf.match(t.symbol)]
-                if not found:
-                    raise NotFoundError("function symbol", spec, f"the glob matches nothing in {path}")
-            else:
-                found = [(t.symbol, elf.offset(t.symbol) + t.offset)]
-        funcs.extend(found)
-        if cks is not None:
-            cks.extend([cookies[i]] * len(found))  # type: ignore[index]
-    return groups
-
-
 def attach_uprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
                         retprobe: bool = False, session: bool | None = None, pid: int = -1
                         ) -> UprobeMultiLink | MultiLink:  # fmt: skip
@@ -108,12 +70,12 @@ def attach_uprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Seq
         targets = [targets]
     targets = list(targets)
     if not targets:
-        raise ParseError("no uprobe targets given")
-    eat = expected_attach_type(program)
+        raise InvalidArgumentError("no uprobe targets given")
+    eat = program.attach_type
     if session is None:
         session = eat == AttachType.TRACE_UPROBE_SESSION
     if session and retprobe:
-        raise ParseError("a uprobe session runs on entry and return; do not ask for retprobe too")
+        raise InvalidArgumentError("a uprobe session runs on entry and return; do not ask for retprobe too")
     pfd = prog_fd(program)
     groups = resolve_uprobe_targets(targets, cookies)
     links: list[UprobeMultiLink] = []

@@ -99,7 +99,8 @@ class TrampolinePolicy(abc.ABC):
 
         :raises BpfError: ``EINVAL`` the function can't be traced; ``E2BIG``
             its trampoline already holds the most programs; ``EEXIST`` the
-            attachment is already there.
+            attachment is already there; ``EBUSY`` the program is already
+            linked to this function (as the kernel's trampoline refuses it).
         """
         reason = func.untraceable_reason(multi=False)
         if reason:
@@ -108,6 +109,9 @@ class TrampolinePolicy(abc.ABC):
         if st is not None:
             if att in st.own:
                 raise BpfError(errno.EEXIST, f"program already attached to {func.name}")
+            if any(a.prog is att.prog for a in st.own):
+                raise BpfError(errno.EBUSY, f"program {att.prog.name!r} is already linked to {func.name}'s "
+                                            "trampoline; close that link first")
             if st.count >= BPF_MAX_TRAMP_LINKS:
                 raise BpfError(errno.E2BIG, f"{func.name} already has {BPF_MAX_TRAMP_LINKS} programs on its trampoline")
         else:

@@ -13,6 +13,7 @@ import errno
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ....codecs import IntCodec
 from ....errors import BpfError, BpfmuxError
 from ....uapi import MapFlags, MapType
 from ..memory import Region
@@ -42,6 +43,8 @@ class ArrayMap(EmuMap):
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
         super().__init__(vm, key_size, value_size, max_entries, **kw)
+        if self.key_codec is None and key_size == 4:  # an index, as the live kernel's arrays give it
+            self.key_codec = IntCodec(4)
         self.stride = round8(value_size)
         ncpu = vm.ncpus if self.percpu else 1
         self.storage = [bytearray(self.stride * max_entries) for _ in range(ncpu)]

@@ -73,7 +73,7 @@ class EmuMap(api.Map):
         self.value_size = value_size
         self.max_entries = max_entries
         self.flags = flags
-        self.fd = self.id = self.handle = -1
+        self._fd = self.id = self.handle = -1
         self._closed = True
         self._validate(key_size, value_size, max_entries, flags)
         self.key_codec = key_codec
@@ -83,9 +83,19 @@ class EmuMap(api.Map):
         #: the loader); ``BPF_F_LOCK`` is only valid when there is one.
         self.spin_lock_off: int | None = None
         self._closed = False
-        self.fd, self.id, self.handle = vm._register_map(self)
+        self._fd, self.id, self.handle = vm._register_map(self)
 
     # -- construction checks ------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The map's emulated fd (what ``lddw`` map relocations use).
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        if self._closed:
+            raise BpfError(errno.EBADF, f"map {self.name!r} is closed")
+        return self._fd
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         if key_size < 0 or value_size < 0 or max_entries < 0:
@@ -116,7 +126,7 @@ class EmuMap(api.Map):
             raise BpfError(errno.EBADF, f"map {self.name!r} is closed")
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} {self.name!r} fd={self.fd} key_size={self.key_size} "
+        return (f"<{type(self).__name__} {self.name!r} fd={self._fd} key_size={self.key_size} "
                 f"value_size={self.value_size} max_entries={self.max_entries}>")
 
     # -- conversions (user API) -------------------------------------------------
@@ -208,6 +218,34 @@ class EmuMap(api.Map):
         """``BPF_MAP_FREEZE``: user space may no longer change the map."""
         self._check_open()
         self.frozen = True
+
+    def _raw(self, value: Any) -> bytes:
+        if isinstance(value, list):  # per-CPU: each CPU's value padded to 8 bytes, as bpf(2) returns them
+            return b"".join(bytes(v).ljust(round8(self.value_size), b"\0") for v in value)
+        return bytes(value)
+
+    def lookup_raw(self, key: Any) -> bytes | None:
+        """The value bytes at ``key`` as ``bpf(2)`` returns them (per-CPU
+        values one after another, each padded to 8 bytes), or ``None``.
+
+        :raises BpfError: ``EBADF`` closed; the map type has no lookup.
+        """
+        self._check_open()
+        raw = self.sys_lookup(self._key(key))
+        return None if raw is None else self._raw(raw)
+
+    def raw_items(self) -> list[tuple[bytes, bytes]]:
+        """Every ``(key, value)`` as bytes (see :meth:`lookup_raw`).
+
+        :raises BpfError: ``EBADF`` closed; the map type has no lookup.
+        """
+        self._check_open()
+        out = []
+        for k in self.sys_keys():
+            v = self.sys_lookup(k)
+            if v is not None:
+                out.append((k, self._raw(v)))
+        return out
 
     def __getitem__(self, key: Any) -> Any:
         value = self.lookup(key)

@@ -12,6 +12,7 @@ import errno
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ....codecs import IntCodec
 from ....errors import BpfError
 from ....uapi import F_CURRENT_CPU, MapType
 from .base import EXIST, NOEXIST, EmuMap, check_update_flags
@@ -25,6 +26,8 @@ class _FdArray(EmuMap):
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
         super().__init__(vm, key_size, value_size, max_entries, **kw)
+        if self.key_codec is None and key_size == 4:  # an index, as the live kernel's arrays give it
+            self.key_codec = IntCodec(4)
         self.slots: list[Any] = [None] * max_entries
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:

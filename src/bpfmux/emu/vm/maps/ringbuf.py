@@ -164,6 +164,12 @@ class RingBufMap(EmuMap):
                 out.append(rec.data)
         return out
 
+    def reader(self, callback: Callable[[bytes], Any] | None = None) -> RingReader:
+        """A reader shaped like the live kernel's
+        :class:`~bpfmux.live.ringbuf.RingBuffer`: ``poll()``/``consume()``
+        hand each committed record to ``callback`` (or collect them)."""
+        return RingReader(self, callback)
+
     def pending(self) -> int:
         """Number of records not yet consumed (committed or busy)."""
         return sum(1 for r in self.records if r.state != DISCARDED)
@@ -172,4 +178,52 @@ class RingBufMap(EmuMap):
         return 0
 
 
-__all__ = ["RB_AVAIL_DATA", "RB_CONS_POS", "RB_PROD_POS", "RB_RING_SIZE", "Reservation", "RingBufMap"]
+class RingReader:
+    """User space's side of an emulated ring buffer.
+
+    :ivar records: what was consumed when no callback was given.
+    """
+
+    def __init__(self, ring: RingBufMap, callback: Callable[[bytes], Any] | None) -> None:
+        self.ring = ring
+        self.callback = callback
+        self.records: list[bytes] = []
+        self._closed = False
+
+    def consume(self) -> int:
+        """Deliver every committed record now; returns how many.
+
+        :raises BpfError: ``EBADF`` the reader is closed.
+        """
+        if self._closed:
+            raise BpfError(errno.EBADF, "ring buffer reader is closed")
+        got = self.ring.consume()
+        for rec in got:
+            if self.callback is not None:
+                self.callback(rec)
+            else:
+                self.records.append(rec)
+        return len(got)
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Like :meth:`consume`: the emulated kernel runs in this thread, so
+        nothing new arrives while waiting (``timeout`` is accepted and not slept)."""
+        return self.consume()
+
+    def close(self) -> None:
+        """Stop reading (idempotent)."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._closed
+
+    def __enter__(self) -> RingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["RB_AVAIL_DATA", "RB_CONS_POS", "RB_PROD_POS", "RB_RING_SIZE", "Reservation", "RingBufMap", "RingReader"]
