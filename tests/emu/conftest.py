@@ -1,15 +1,12 @@
-"""Fixtures of the emulated-kernel tests."""
+"""Fixtures of the emulated-kernel tests, built on the shipped pytest plugin
+(:mod:`bpfmux.testing`): the project tests its emulator the way its users do."""
 
 from __future__ import annotations
 
 import pytest
 
-from bpfmux.emu.kernel.emulator import Emulator
-
 
 @pytest.fixture
-def emu():
+def emu(emulator_factory):
     """An emulator with only the built-in test functions (no vmlinux BTF)."""
-    e = Emulator(btf=None)
-    yield e
-    e.close()
+    return emulator_factory(btf=None)

@@ -7,14 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bpfmux.emu.kernel.emulator import Emulator
-
 OBJ = Path(__file__).resolve().parents[1] / "bpf" / "tracing_helpers.bpf.o"
 
 
 @pytest.mark.parametrize("policy", ["clone", "filter", "per-function"])
-def test_helpers_in_every_kind_of_tracing_program(policy):
-    with Emulator(btf=None, policy=policy) as emu:
+def test_helpers_in_every_kind_of_tracing_program(emulator_factory, policy):
+    with emulator_factory(btf=None, policy=policy) as emu:
         coll = emu.load(OBJ)
         p = coll.programs
         p["fentry3"].attach(cookie=11)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bpfmux.abi.ptregs import PT_REGS_FIELDS, reg_offset
 from bpfmux.abi.tpformat import load_format
-from bpfmux.emu.kernel.emulator import Emulator
+from bpfmux.emu import Emulator
 from bpfmux.errors import BpfError
 from bpfmux.uapi import BPF_TRACE_MAX_PROGS, AttachType, MapType, ProgType
 
@@ -116,7 +116,7 @@ def test_wrong_program_type_for_hook(emu, counts):
 @given(n=st.integers(1, 6), data=st.data())
 def test_any_close_order_leaves_exactly_the_others(n, data):
     """Property: the programs that run are exactly the live owners', in attach order."""
-    with Emulator(btf=None) as emu:
+    with Emulator(btf=None) as emu:  # one per hypothesis example (a fixture would live across examples)
         counts = emu.vm.create_map(MapType.ARRAY, 4, 8, 8, name="counts")
         owners = []
         for i in range(n):
@@ -224,8 +224,8 @@ def test_reads_past_the_record_are_refused_at_attach(emu):
     assert max(f.offset + f.size for f in small.fields) < inside.max_ctx_offset
 
 
-def test_raw_tp_reading_past_its_arguments_is_refused():
-    with Emulator(btf="auto") as emu:
+def test_raw_tp_reading_past_its_arguments_is_refused(emulator_factory):
+    with emulator_factory(btf="auto") as emu:
         if emu.btf is None:
             pytest.skip("needs kernel BTF for raw tracepoint prototypes (/sys/kernel/btf/vmlinux)")
         assert emu.raw_tp_nargs("sched_switch") == 4

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from bpfmux.emu.kernel.emulator import Emulator
-
 OBJ = Path(__file__).resolve().parents[1] / "bpf" / "kprobes.bpf.o"
 
 
@@ -16,8 +14,8 @@ def hits(m):
     return {k: (v.calls, v.arg1, v.arg2, v.ret, v.cookie) for k, v in m.items()}
 
 
-def test_kprobe_kinds_and_session():
-    with Emulator(btf="auto") as emu:
+def test_kprobe_kinds_and_session(emulator_factory):
+    with emulator_factory(btf="auto") as emu:
         if emu.btf is None:
             pytest.skip("the object's kprobe.session uses kfuncs, resolved through kernel BTF")
         coll = emu.load(OBJ)

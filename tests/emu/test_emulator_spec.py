@@ -69,8 +69,8 @@ def test_a_program_reads_only_inside_its_view(emu, kind, flags, target, ok, bad)
     assert ei.value.log
 
 
-def test_tp_btf_sees_the_prototype_arguments():
-    with Emulator(btf="auto") as emu:
+def test_tp_btf_sees_the_prototype_arguments(emulator_factory):
+    with emulator_factory(btf="auto") as emu:
         if emu.btf is None:
             pytest.skip("tp_btf needs kernel BTF (/sys/kernel/btf/vmlinux)")
         prog, m = ctx_dump_prog(emu, ProgType.TRACING, [0, 8, 16, 24], "tpbtf", attach_type=AttachType.TRACE_RAW_TP,
@@ -81,18 +81,18 @@ def test_tp_btf_sees_the_prototype_arguments():
         assert words(m, 4) == [1, 0xFFFF888000001000, 0xFFFF888000002000, 7]
 
 
-def test_addresses_come_from_kallsyms_when_readable():
+def test_addresses_come_from_kallsyms_when_readable(emulator_factory):
     if os.geteuid() != 0:
         pytest.skip("/proc/kallsyms shows addresses to root only; run the suite as root")
     from bpfmux.host.kallsyms import KernelSymbols
 
     syms = {s.name: s.address for s in KernelSymbols.load().symbols}
-    with Emulator(btf="auto", kallsyms=True) as emu:
+    with emulator_factory(btf="auto", kallsyms=True) as emu:
         if emu.btf is None:
             pytest.skip("needs kernel BTF for the kernel's function table")
         f = emu.function("bpf_fentry_test1")
         assert f.addr == syms["bpf_fentry_test1"] != 0
-    with Emulator(btf="auto") as emu:  # default: deterministic
+    with emulator_factory(btf="auto") as emu:  # default: deterministic
         assert emu.function("bpf_fentry_test1").addr != syms["bpf_fentry_test1"]
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from bpfmux.emu.kernel.emulator import Emulator
 from bpfmux.errors import BpfError
 from bpfmux.uapi import AttachType, ProgFlags, ProgType
 
@@ -26,8 +25,8 @@ def policy(request):
 
 
 @pytest.mark.parametrize("btf", ["auto", None], ids=["vmlinux-btf", "no-btf"])
-def test_fentry_objects_see_the_test_run_arguments(policy, btf):
-    with Emulator(btf=btf, policy=policy) as emu:
+def test_fentry_objects_see_the_test_run_arguments(emulator_factory, policy, btf):
+    with emulator_factory(btf=btf, policy=policy) as emu:
         coll = emu.load(BPF / "fentry_test.bpf.o")
         links = coll.attach_all()
         assert emu.test_run_tracing(coll.programs["entry1"]) == 0
@@ -40,8 +39,8 @@ def test_fentry_objects_see_the_test_run_arguments(policy, btf):
         assert emu.sites() == []
 
 
-def test_fexit_objects_see_return_values(policy):
-    with Emulator(btf=None, policy=policy) as emu:
+def test_fexit_objects_see_return_values(emulator_factory, policy):
+    with emulator_factory(btf=None, policy=policy) as emu:
         coll = emu.load(BPF / "fexit_test.bpf.o")
         coll.attach_all()
         emu.test_run_tracing(coll.programs["exit1"])
@@ -51,8 +50,8 @@ def test_fexit_objects_see_return_values(policy):
 
 
 @pytest.mark.parametrize("override", [0, -22])
-def test_fmod_ret_order_and_skip(policy, override):
-    with Emulator(btf=None, policy=policy) as emu:
+def test_fmod_ret_order_and_skip(emulator_factory, policy, override):
+    with emulator_factory(btf=None, policy=policy) as emu:
         coll = emu.load(BPF / "modify_return.bpf.o")
         coll.maps[".bss"]["override_ret"] = override
         coll.attach_all()
@@ -77,8 +76,8 @@ def _per_ip(m):
     return out
 
 
-def test_seed_and_mainline_multi_programs(policy):
-    with Emulator(btf=None, policy=policy) as emu:
+def test_seed_and_mainline_multi_programs(emulator_factory, policy):
+    with emulator_factory(btf=None, policy=policy) as emu:
         coll = emu.load(BPF / "multi.bpf.o")
         seed = coll.programs["seed_entry"]
         assert seed.flags & ProgFlags.MULTI_FUNC and seed.attach_type == AttachType.TRACE_FENTRY
@@ -100,8 +99,8 @@ def test_seed_and_mainline_multi_programs(policy):
             assert sites["bpf_fentry_test1"].shared_with == len(sites)
 
 
-def test_multi_plus_fentry_makes_a_clone_and_back(policy):
-    with Emulator(btf=None, policy=policy) as emu:
+def test_multi_plus_fentry_makes_a_clone_and_back(emulator_factory, policy):
+    with emulator_factory(btf=None, policy=policy) as emu:
         multi = emu.load(BPF / "multi.bpf.o", programs=["seed_exit"])
         single = emu.load(BPF / "fexit_test.bpf.o", programs=["exit2"])
         ml = multi.programs["seed_exit"].attach()

@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpfmux.abi.ptregs import reg_offset
+from bpfmux.abi.syscalls import X86_64, syscall_number
 from bpfmux.errors import ParseError
 from bpfmux.trace import progs as P
 from bpfmux.trace.decode import decode_event
 from bpfmux.trace.plan import Probe
 from bpfmux.trace.symbolize import parse_maps
-from bpfmux.abi.syscalls import X86_64, syscall_number
 
 
 def _event(idx: int, payload: bytes, string: bytes = b"") -> bytes:
