@@ -28,7 +28,12 @@ class Counters:
 
     def __init__(self, n: int = 64) -> None:
         self.n = n
-        self.fd = lsys.map_create(MapType.ARRAY, 4, 8, n, name="links_test")
+        self.fd_obj = lsys.map_create(MapType.ARRAY, 4, 8, n, name="links_test")
+
+    @property
+    def fd(self) -> int:
+        """The map fd number (what ``lddw`` map references take)."""
+        return self.fd_obj.fd
 
     def __getitem__(self, slot: int) -> int:
         out = bytearray(8)
@@ -39,7 +44,7 @@ class Counters:
         return [self[i] for i in range(self.n)]
 
     def close(self) -> None:
-        self.fd.close()
+        self.fd_obj.close()
 
 
 def _count(map_fd: int, key_reg: int) -> list[Insn]:

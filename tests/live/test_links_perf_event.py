@@ -8,7 +8,7 @@ import time
 import pytest
 from links_progs import Counters, counting_prog
 
-from bpfmux.errors import NotSupportedError, ParseError
+from bpfmux.errors import InvalidArgumentError, NotSupportedError
 from bpfmux.host.cpus import online_cpus
 from bpfmux.live import links, perf
 from bpfmux.uapi import ProgType
@@ -44,7 +44,7 @@ def test_one_cpu_period_and_errors():
     prog = counting_prog(ProgType.PERF_EVENT, c, slot=1)
     with links.attach_sampling(prog, "task_clock", cpus=[0], sample_period=100_000, pid=os.getpid()) as link:
         assert link.targets == ("task_clock@cpu0",)
-    with pytest.raises(ParseError, match="unknown software event"):
+    with pytest.raises(InvalidArgumentError, match="unknown software event"):
         links.attach_sampling(prog, "no_such_event")
     prog.close()
     c.close()
@@ -71,7 +71,7 @@ def test_refused_via_closes_the_event_it_was_given(via, cookie):
     c = Counters()
     prog = counting_prog(ProgType.TRACEPOINT, c, slot=1)
     event = perf.open_tracepoint("syscalls:sys_enter_getppid")
-    with pytest.raises(ParseError, match="via|cookie"):
+    with pytest.raises(InvalidArgumentError, match="via|cookie"):
         attach_perf_event(prog, event, via=via, cookie=cookie)
     assert event.closed  # the link would have owned it: a refusal closes it, as documented
     prog.close()

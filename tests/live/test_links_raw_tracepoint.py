@@ -8,7 +8,7 @@ import pytest
 from links_progs import counting_prog
 
 from bpfmux.btf import Btf
-from bpfmux.errors import NotFoundError, NotSupportedError, ParseError
+from bpfmux.errors import InvalidArgumentError, NotFoundError, NotSupportedError
 from bpfmux.live import links
 from bpfmux.uapi import AttachType, BtfKind, LinkType, ProgType
 
@@ -81,6 +81,6 @@ def test_tp_btf_program_is_not_an_fentry_program(counters):
     btf_id = Btf.vmlinux().find_ids("btf_trace_sys_enter", BtfKind.TYPEDEF)[0]
     prog = counting_prog(ProgType.TRACING, counters, slot=1, expected_attach_type=AttachType.TRACE_RAW_TP,
                          attach_btf_id=btf_id)  # fmt: skip
-    with pytest.raises(ParseError, match="not an fentry/fexit/fmod_ret/fsession program"):
+    with pytest.raises(InvalidArgumentError, match="not an fentry/fexit/fmod_ret/fsession program"):
         attach_tracing(prog)
     prog.close()

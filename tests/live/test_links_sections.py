@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from links_progs import bpftool_links_of_prog
 
-from bpfmux.errors import NotSupportedError, ParseError
+from bpfmux.errors import InvalidArgumentError, NotSupportedError
 from bpfmux.live import LiveKernel, links
 from bpfmux.live.features import features
 from bpfmux.uapi import LinkType
@@ -81,7 +81,7 @@ def test_section_target_overridden_and_multi(coll):
     with prog.attach_many(["libc.so.6:getppid", "libm.so.6:erf"], cookies=[1, 2]) as ml:
         assert ml.mechanism == "uprobe_multi" and len(ml.links) == 2
     manual = coll.programs["s_raw_tp_manual"]  # SEC("raw_tp"): no target in the section
-    with pytest.raises(ParseError, match="no attach target"):
+    with pytest.raises(InvalidArgumentError, match="no attach target"):
         manual.attach()
     with manual.attach_many(["sys_enter", "sys_exit"]) as ml:
         assert ml.mechanism == "raw_tracepoint" and len(ml.links) == 2

@@ -11,7 +11,7 @@ import sys
 import pytest
 from links_progs import counting_prog
 
-from bpfmux.errors import BpfError, NotFoundError, ParseError
+from bpfmux.errors import BpfError, InvalidArgumentError, NotFoundError
 from bpfmux.host.elfsyms import ElfSymbols
 from bpfmux.host.ldcache import resolve_binary
 from bpfmux.live import links
@@ -50,7 +50,7 @@ def test_uprobe_by_offset_version_and_section(counters):
         links.attach(prog, f"{LIBC}:no_such_function_xyz")
     with pytest.raises(NotFoundError):
         links.attach(prog, "/no/such/lib.so:f")
-    with pytest.raises(ParseError, match="glob"):
+    with pytest.raises(InvalidArgumentError, match="glob"):
         links.attach(prog, f"{LIBC}:getpp*")
     prog.close()
 
@@ -124,7 +124,7 @@ def test_uprobe_multi_errors(counters):
     plain = counting_prog(ProgType.KPROBE, counters, slot=1)
     with pytest.raises(NotFoundError, match="matches nothing"):
         links.attach_many(prog, [f"{LIBC}:zz_no_such_*"])
-    with pytest.raises(ParseError, match="cookies"):
+    with pytest.raises(InvalidArgumentError, match="cookies"):
         links.attach_many(prog, [f"{LIBC}:getppid"], cookies=[1, 2])
     with pytest.raises(BpfError) as ei:  # a plain kprobe program is not an uprobe.multi program
         links.attach_uprobe_multi(plain, [f"{LIBC}:getppid"])

@@ -111,7 +111,7 @@ class Tracer:
             self.groups, self.probes = plan(self.specs, self.options, self.kernel)
             self._create_maps()
             for g in self.groups:
-                _ATTACH[g.how](self, g)
+                self._attach_group(g)
         except BaseException:
             self.close()
             raise
@@ -235,6 +235,9 @@ class Tracer:
         return p
 
     # --- one method per mechanism -----------------------------------------------------
+
+    def _attach_group(self, g: Group) -> None:
+        _ATTACH[g.how](self, g)
 
     def _uprobe_multi(self, g: Group) -> None:
         session = g.role == "session"
