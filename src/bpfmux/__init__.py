@@ -1,6 +1,15 @@
 """bpfmux: a pure-Python eBPF toolkit built around multi-attach."""
 
-from .errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, ParseError, VerifierError
+from .errors import (
+    ENOTSUPP,
+    BpfError,
+    BpfmuxError,
+    EmulatorFault,
+    NotFoundError,
+    NotSupportedError,
+    ParseError,
+    VerifierError,
+)
 
 __version__ = "0.1.0"
 
@@ -19,6 +28,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ENOTSUPP",
     "BpfError",
     "BpfmuxError",
     "Emulator",

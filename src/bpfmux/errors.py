@@ -11,6 +11,22 @@ from __future__ import annotations
 import errno as _errno
 import os
 
+#: ``ENOTSUPP`` (524): the kernel-internal "operation not supported" that
+#: ``bpf(2)`` lets out to user space (not ``EOPNOTSUPP``, 95). Python's
+#: :mod:`errno` module does not have it, and ``os.strerror`` does not know it.
+ENOTSUPP = 524
+
+__all__ = [
+    "ENOTSUPP",
+    "BpfError",
+    "BpfmuxError",
+    "EmulatorFault",
+    "NotFoundError",
+    "NotSupportedError",
+    "ParseError",
+    "VerifierError",
+]
+
 
 class BpfmuxError(Exception):
     """Base class of every error bpfmux raises on purpose."""

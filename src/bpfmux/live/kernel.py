@@ -27,6 +27,7 @@ pins made by this load are removed) before the error propagates.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -223,13 +224,13 @@ class LiveKernel:
                                        btf_key_type_id=ms.btf_key_type_id, btf_value_type_id=ms.btf_value_type_id,
                                        **kw)
             except BpfError as err:
-                if err.errno != 22:
+                if err.errno != errno.EINVAL:
                     raise
                 coll.warnings.append(f"map {ms.name!r}: kernel refused its BTF types; created without them")
         try:
             return _sys.map_create(int(ms.type), ms.key_size, ms.value_size, max_entries, **kw)
         except BpfError as err:
-            if err.errno == 22:
+            if err.errno == errno.EINVAL:
                 from .features import features
 
                 if not features().map_type(MapType(int(ms.type))).supported:
@@ -248,7 +249,7 @@ class LiveKernel:
                 with fd.close_on_error():
                     info = _sys.map_info(fd)
                     if (info.type, info.key_size, info.value_size) != (int(ms.type), ms.key_size, ms.value_size):
-                        raise BpfError(17, f"map {ms.name!r}: a different map is pinned at {pin_path}; remove it")
+                        raise BpfError(errno.EEXIST, f"map {ms.name!r}: a different map is pinned at {pin_path}; remove it")
                     coll.maps[ms.name] = self._wrap(fd, ms, spec)
                 continue
             inner_fd = None

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BpfError, NotSupportedError, VerifierError
+from ..errors import ENOTSUPP, BpfError, NotSupportedError, VerifierError
 from ..uapi import AttachType, Cmd
 
 # ---------------------------------------------------------------------------
@@ -809,9 +809,8 @@ _HINTS: dict[int, str] = {
     _errno.ENOMEM: "the kernel is out of memory for this object (memcg limit or RLIMIT_MEMLOCK on old kernels)",
     _errno.EBADF: "a file descriptor passed to the kernel is closed or of the wrong kind",
     _errno.EOPNOTSUPP: "this kernel does not support the operation",
-    524: "this kernel does not support the operation",  # ENOTSUPP, kernel-internal, leaks out of bpf(2)
+    ENOTSUPP: "this kernel does not support the operation",  # kernel-internal, leaks out of bpf(2)
 }
-_ENOTSUPP = 524
 
 
 def _error(what: str, err: int, hint: str = "") -> BpfError:
@@ -1025,7 +1024,7 @@ def _batch(cmd: Cmd, map_fd: Fd | int, in_batch: Any, out_batch: Any, keys: Any,
         return BatchResult(a.count, False)
     if ret == -_errno.ENOENT:
         return BatchResult(a.count, True)
-    raise _error(what, -ret, "this map type has no batch operations" if -ret in (_errno.EINVAL, _ENOTSUPP, _errno.EOPNOTSUPP) else "")
+    raise _error(what, -ret, "this map type has no batch operations" if -ret in (_errno.EINVAL, ENOTSUPP, _errno.EOPNOTSUPP) else "")
 
 
 def map_lookup_batch(map_fd: Fd | int, in_batch: Any, out_batch: Any, keys: Any, values: Any, count: int,
@@ -1226,7 +1225,7 @@ def prog_test_run(
     )
     _bpf_or(Cmd.PROG_TEST_RUN, a, "test-running a program", {
         _errno.EINVAL: "this program type cannot be test-run with these inputs (check ctx/data sizes)",
-        _ENOTSUPP: "this program type has no BPF_PROG_TEST_RUN support",
+        ENOTSUPP: "this program type has no BPF_PROG_TEST_RUN support",
         _errno.EOPNOTSUPP: "this program type has no BPF_PROG_TEST_RUN support",
         _errno.ENOSPC: "the output buffer is too small",
     })

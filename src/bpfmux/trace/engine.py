@@ -11,12 +11,13 @@ closes everything (also on errors and Ctrl-C during setup).
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BpfError, NotFoundError, NotSupportedError
+from ..errors import ENOTSUPP, BpfError, NotFoundError, NotSupportedError
 from ..uapi import AttachType, MapType, ProgType
 from . import progs as P
 from .plan import Group, Probe, TraceOptions, plan
@@ -345,7 +346,7 @@ class Tracer:
                 prog = self._load(self._spec(g, P.IdxSource.IMM, imm=p.idx, payload=P.Payload.TRACING, nargs=nargs),
                                   ProgType.TRACING, f"bpfmux_{g.how}", attach=at, attach_btf_id=fid)  # fmt: skip
             except BpfError as e:
-                if e.errno in (1, 95, 524):
+                if e.errno in (errno.EPERM, errno.EOPNOTSUPP, ENOTSUPP):
                     raise NotSupportedError(g.how, f"{g.how}: probes are not supported by this kernel ({e}); use "
                                             "tracepoint: or rawtracepoint: probes instead") from e  # fmt: skip
                 raise

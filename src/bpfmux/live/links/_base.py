@@ -11,14 +11,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...api import Link, MultiLink, Program
-from ...errors import BpfError, BpfmuxError, NotSupportedError
+from ...errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ...uapi import AttachType, LinkType, ProgType
 from .. import sys as _sys
 
 __all__ = ["FdLink", "NotAProgramError", "RawProgram", "expected_attach_type", "prog_fd", "prog_type", "section_info"]
 
 #: errnos that mean "this kernel cannot do that" rather than "you asked wrong"
-UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, 524})  # 524 = ENOTSUPP (kernel-internal)
+UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, ENOTSUPP})
 
 
 class NotAProgramError(BpfmuxError, TypeError):
