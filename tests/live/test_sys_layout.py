@@ -178,5 +178,5 @@ def test_link_info_union_members_checked() -> None:
     union = next(_resolve(m["type_id"]) for m in kernel["members"] if m["name"] == "(anon)")
     members = {m["name"]: _resolve(m["type_id"]) for m in union["members"]}
     for name in ("raw_tracepoint", "tracing", "kprobe_multi", "uprobe_multi", "perf_event"):
-        ours = dict((f[0], f[1]) for f in s._LiUnion._fields_)[name]
+        ours = dict((f[0], f[1]) for f in s.types._LiUnion._fields_)[name]
         assert _compare(ours, members[name], f"bpf_link_info.{name}") >= 1

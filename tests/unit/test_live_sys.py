@@ -38,7 +38,7 @@ class FakeBpf:
 def fake(monkeypatch):
     def install(answer):
         f = FakeBpf(answer)
-        monkeypatch.setattr(s, "_raw_bpf", f)
+        monkeypatch.setattr(s.raw, "raw_bpf", f)
         return f
 
     return install
