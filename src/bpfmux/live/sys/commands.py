@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import errno as _errno
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,23 +93,36 @@ class ObjKind(enum.Enum):
 # ---------------------------------------------------------------------------
 
 
+#: How many times :func:`issue` tries a command that keeps failing with
+#: ``EINTR`` (or ``EAGAIN`` for ``BPF_PROG_LOAD``) by default.
+BPF_ATTEMPTS = 5
+
+
+def issue(cmd: Cmd | int, attr: ctypes.Structure, attempts: int | None = BPF_ATTEMPTS) -> int:
+    """Issue one ``bpf(2)`` command with ``attr`` (size = ``sizeof(attr)``),
+    again after ``EINTR`` (and ``EAGAIN`` for ``BPF_PROG_LOAD``, as the kernel
+    asks), at most ``attempts`` times in all (``None``: no limit).
+
+    :returns: the result, or ``-errno`` (this does not raise for a kernel error).
+    :raises NotSupportedError: bpfmux does not know this architecture's syscall number.
+    """
+    addr, size = ctypes.addressof(attr), ctypes.sizeof(attr)
+    again = (_errno.EINTR, _errno.EAGAIN) if int(cmd) == Cmd.PROG_LOAD else (_errno.EINTR,)
+    return _raw.retry(lambda: _raw.raw_bpf(int(cmd), addr, size), again, attempts)
+
+
 def bpf(cmd: Cmd | int, attr: ctypes.Structure, what: str = "", hint: str = "") -> int:
     """Issue one ``bpf(2)`` command with ``attr`` (size = ``sizeof(attr)``).
 
     Retries on ``EINTR`` (and ``EAGAIN`` for ``BPF_PROG_LOAD``, as the kernel
-    asks).
+    asks), :data:`BPF_ATTEMPTS` times at most (see :func:`issue`).
 
     :returns: the command's non-negative result (an fd for creating commands).
     :raises BpfError: the kernel's errno, with ``what``/``hint`` in the message.
     """
-    addr, size = ctypes.addressof(attr), ctypes.sizeof(attr)
-    for _attempt in range(5):
-        ret = _raw.raw_bpf(int(cmd), addr, size)
-        if ret >= 0:
-            return ret
-        if -ret == _errno.EINTR or (-ret == _errno.EAGAIN and int(cmd) == Cmd.PROG_LOAD):
-            continue
-        break
+    ret = issue(cmd, attr)
+    if ret >= 0:
+        return ret
     name = what or f"bpf({_cmd_name(cmd)})"
     raise error(name, -ret, hint)
 
@@ -181,10 +194,7 @@ def _bpf_or(cmd: Cmd, attr: ctypes.Structure, what: str, hints: dict[int, str]) 
 
 def _elem(cmd: Cmd, map_fd: Fd | int, key: Buf, value: Buf, flags: int) -> int:
     a = MapElemAttr(map_fd=fdnum(map_fd), key=key.addr, value=value.addr, flags=flags)
-    ret = _raw.raw_bpf(int(cmd), ctypes.addressof(a), ctypes.sizeof(a))
-    while ret == -_errno.EINTR:
-        ret = _raw.raw_bpf(int(cmd), ctypes.addressof(a), ctypes.sizeof(a))
-    return ret
+    return issue(cmd, a, attempts=None)
 
 
 def map_lookup_elem(map_fd: Fd | int, key: Any, value_out: Any, flags: int = 0) -> bool:
@@ -291,9 +301,7 @@ def _batch(cmd: Cmd, map_fd: Fd | int, in_batch: Any, out_batch: Any, keys: Any,
     )
     bufs = [Buf(in_batch), Buf(out_batch), Buf(keys), Buf(values)]
     a.in_batch, a.out_batch, a.keys, a.values = (b.addr for b in bufs)
-    ret = _raw.raw_bpf(int(cmd), ctypes.addressof(a), ctypes.sizeof(a))
-    while ret == -_errno.EINTR:
-        ret = _raw.raw_bpf(int(cmd), ctypes.addressof(a), ctypes.sizeof(a))
+    ret = issue(cmd, a, attempts=None)
     if ret >= 0:
         return BatchResult(a.count, False)
     if ret == -_errno.ENOENT:
@@ -338,6 +346,23 @@ def map_delete_batch(map_fd: Fd | int, keys: Any, count: int, elem_flags: int = 
 # ---------------------------------------------------------------------------
 # programs
 # ---------------------------------------------------------------------------
+
+
+def _grow_log(attempt: Callable[[int, int], tuple[int, str, int]], level: int, size: int) -> tuple[int, str]:
+    """Load once through ``attempt(level, size)`` (which returns the raw
+    result, the log and the kernel's ``log_true_size``); while a log was asked
+    for (``level``) and the kernel says ``ENOSPC`` (it did not fit), load again
+    with a bigger buffer: four times bigger, or the size the kernel says it
+    needs, up to :data:`LOG_SIZE_MAX`.
+
+    :returns: the last raw result (an fd or ``-errno``) and its log.
+    :raises Exception: whatever ``attempt`` raises.
+    """
+    ret, log, true_size = attempt(level, size)
+    while level and ret == -_errno.ENOSPC and size < LOG_SIZE_MAX:
+        size = min(LOG_SIZE_MAX, max(size * 4, true_size + 1))
+        ret, log, true_size = attempt(level, size)
+    return ret, log
 
 
 def prog_load(
@@ -409,27 +434,13 @@ def prog_load(
             attach_prog_fd=fdnum(attach_prog_fd) or fdnum(attach_btf_obj_fd),
             fd_array=fdarr_buf.addr,
         )
-        ret = -_errno.EINTR
-        tries = 0
-        while ret in (-_errno.EINTR, -_errno.EAGAIN) and tries < 5:
-            ret = _raw.raw_bpf(Cmd.PROG_LOAD, ctypes.addressof(a), ctypes.sizeof(a))
-            tries += 1
+        ret = issue(Cmd.PROG_LOAD, a)
         log = logbuf.value.decode(errors="replace") if logbuf is not None else ""
         return ret, log, a.log_true_size
 
-    size = log_size or (1 << 16 if log_level else 0)
-    ret, log, true_size = attempt(log_level, size)
-    if ret < 0 and log_level and -ret == _errno.ENOSPC:
-        # the log did not fit: grow (to the size the kernel says it needs)
-        while ret < 0 and -ret == _errno.ENOSPC and size < LOG_SIZE_MAX:
-            size = min(LOG_SIZE_MAX, max(size * 4, true_size + 1))
-            ret, log, true_size = attempt(log_level, size)
+    ret, log = _grow_log(attempt, log_level, log_size or (1 << 16 if log_level else 0))
     if ret < 0 and not log_level and retry_with_log and -ret not in (_errno.EPERM, _errno.E2BIG, _errno.EBADF):
-        size = 1 << 18
-        ret2, log, true_size = attempt(1, size)
-        while ret2 < 0 and -ret2 == _errno.ENOSPC and size < LOG_SIZE_MAX:
-            size = min(LOG_SIZE_MAX, max(size * 4, true_size + 1))
-            ret2, log, true_size = attempt(1, size)
+        ret2, log = _grow_log(attempt, 1, 1 << 18)
         if ret2 >= 0:  # loads with a log but not without: keep that fd
             ret = ret2
     if log_out is not None and log:
@@ -574,7 +585,7 @@ def btf_load(data: bytes, *, log_level: int = 0, retry_with_log: bool = True) ->
             btf_log_size=size,
             btf_log_level=level,
         )
-        ret = _raw.raw_bpf(Cmd.BTF_LOAD, ctypes.addressof(a), ctypes.sizeof(a))
+        ret = issue(Cmd.BTF_LOAD, a, attempts=1)  # not retried, as it never was
         return ret, (logbuf.value.decode(errors="replace") if logbuf is not None else "")
 
     ret, log = attempt(log_level)
@@ -647,7 +658,7 @@ def get_next_id(kind: ObjKind, start_id: int = 0) -> int | None:
     :raises BpfError: ``EPERM`` (needs CAP_SYS_ADMIN).
     """
     a = GetIdAttr(start_id=start_id)
-    ret = _raw.raw_bpf(kind.value[0], ctypes.addressof(a), ctypes.sizeof(a))
+    ret = issue(kind.value[0], a, attempts=1)  # not retried, as it never was
     if ret == -_errno.ENOENT:
         return None
     if ret < 0:

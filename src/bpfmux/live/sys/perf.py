@@ -138,9 +138,8 @@ def perf_event_open(attr: PerfEventAttr, pid: int = -1, cpu: int = 0, group_fd: 
     """
     if not attr.size:
         attr.size = ctypes.sizeof(PerfEventAttr)
-    ret = _raw.raw_perf_event_open(ctypes.addressof(attr), pid, cpu, group_fd, flags)
-    while ret == -_errno.EINTR:
-        ret = _raw.raw_perf_event_open(ctypes.addressof(attr), pid, cpu, group_fd, flags)
+    addr = ctypes.addressof(attr)
+    ret = _raw.retry(lambda: _raw.raw_perf_event_open(addr, pid, cpu, group_fd, flags))
     if ret < 0:
         hints = {
             _errno.ENOENT: "no such event (check the PMU type and config)",
@@ -159,9 +158,7 @@ def perf_ioctl(fd: Fd | int, request: int, arg: int = 0, what: str = "perf ioctl
 
     :raises BpfError: the errno of the ioctl.
     """
-    ret = _raw.raw_ioctl(fdnum(fd), request, arg)
-    while ret == -_errno.EINTR:
-        ret = _raw.raw_ioctl(fdnum(fd), request, arg)
+    ret = _raw.retry(lambda: _raw.raw_ioctl(fdnum(fd), request, arg))
     if ret < 0:
         raise error(what, -ret)
     return ret

@@ -1,5 +1,6 @@
 """The raw system calls: ``bpf(2)``, ``perf_event_open(2)`` and ``ioctl(2)``
-through libc's ``syscall``.
+through libc's ``syscall``, and :func:`retry`, the one loop that issues a
+call again after ``EINTR`` (or ``EAGAIN``) for every caller.
 
 Each raw call returns the kernel's non-negative result or ``-errno``; it never
 raises for a kernel error. The rest of :mod:`bpfmux.live.sys` reads them as
@@ -12,11 +13,13 @@ the whole layer without a kernel.
 from __future__ import annotations
 
 import ctypes
+import errno as _errno
 import platform
+from collections.abc import Callable, Collection
 
 from ...errors import NotSupportedError
 
-__all__ = ["SYSCALL_NUMBERS", "raw_bpf", "raw_ioctl", "raw_perf_event_open", "syscall_number"]
+__all__ = ["SYSCALL_NUMBERS", "raw_bpf", "raw_ioctl", "raw_perf_event_open", "retry", "syscall_number"]
 
 #: ``__NR_bpf`` and ``__NR_perf_event_open`` per ``platform.machine()``.
 SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
@@ -76,3 +79,21 @@ def raw_ioctl(fd: int, request: int, arg: int) -> int:
     ret = _ioctl(fd, request, ctypes.c_void_p(arg))
     return -ctypes.get_errno() if ret < 0 else ret
 
+
+
+def retry(call: Callable[[], int], again: Collection[int] = (_errno.EINTR,), attempts: int | None = None) -> int:
+    """Issue ``call`` (a raw call: a result or ``-errno``) again while it fails
+    with an errno in ``again``, at most ``attempts`` times in all (``None``: no
+    limit).
+
+    :returns: the first result that is not such a failure, or the last one
+        once the attempts are used up.
+    :raises Exception: whatever ``call`` raises (a raw call raises only
+        :class:`~bpfmux.errors.NotSupportedError` on an unknown architecture).
+    """
+    tries = 0
+    while True:
+        ret = call()
+        tries += 1
+        if ret >= 0 or -ret not in again or (attempts is not None and tries >= attempts):
+            return ret
