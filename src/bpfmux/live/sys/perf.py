@@ -15,7 +15,7 @@ import errno as _errno
 from . import raw as _raw
 from .errors import error
 from .fds import Fd, fdnum
-from .types import PerfEventAttr, u32
+from .types import PerfEventAttr, PerfEventQueryBpf, u32
 
 __all__ = [
     "PERF_EVENT_IOC_DISABLE",
@@ -204,17 +204,17 @@ def perf_event_query_bpf(fd: Fd | int, capacity: int = 64) -> list[int]:
     :raises BpfError: ``ENOSPC`` more programs than ``capacity`` (the message
         says how many), ``EINVAL`` not a tracing perf event.
     """
-    class Query(ctypes.Structure):
-        _fields_ = [("ids_len", u32), ("prog_cnt", u32), ("ids", u32 * max(capacity, 1))]
-
-    q = Query(ids_len=capacity)
-    ret = _raw.raw_ioctl(fdnum(fd), PERF_EVENT_IOC_QUERY_BPF, ctypes.addressof(q))
+    ids_type = u32 * max(capacity, 1)
+    buf = (ctypes.c_uint8 * (PerfEventQueryBpf.ids.offset + ctypes.sizeof(ids_type)))()  # header, then the ids
+    q = PerfEventQueryBpf.from_buffer(buf)
+    q.ids_len = capacity
+    ret = _raw.raw_ioctl(fdnum(fd), PERF_EVENT_IOC_QUERY_BPF, ctypes.addressof(buf))
     if ret < 0:
         if -ret == _errno.ENOSPC:
             raise error("querying a perf event's programs", _errno.ENOSPC,
                          f"{q.prog_cnt} programs attached, more than the capacity {capacity}; pass a larger capacity")
         raise error("querying a perf event's programs", -ret)
-    return list(q.ids[: q.prog_cnt])
+    return list(ids_type.from_buffer(buf, PerfEventQueryBpf.ids.offset)[: q.prog_cnt])
 
 
 def perf_event_id(fd: Fd | int) -> int:
