@@ -18,6 +18,7 @@ import platform
 import pytest
 
 from bpfmux.btf import Btf
+from bpfmux.btf.builder import BtfBuilder
 from bpfmux.live import sys as s
 from bpfmux.live.sys import generate
 
@@ -85,6 +86,62 @@ def test_a_table_entry_the_kernel_lacks_is_an_error(monkeypatch) -> None:
     monkeypatch.setattr(generate, "CLASSES", (missing,))
     with pytest.raises(generate.GenerateError, match="no_such_field"):
         generate.render(Btf.vmlinux())
+
+
+# --- the generator on small hand-built BTF (no kernel needed) ------------------
+
+
+def _namespace(text: str) -> dict:
+    ns: dict = {}
+    exec(compile(text, "<generated>", "exec"), ns)
+    return ns
+
+
+def test_gaps_in_the_kernel_layout_become_padding(monkeypatch) -> None:
+    b = BtfBuilder()
+    u32, u64 = b.int("unsigned int", 4), b.int("long long unsigned int", 8)
+    b.struct("gappy", [("a", u32, 0), ("b", u32, 64), ("c", u64, 128)], size=32)  # b at 8, 8 bytes of tail
+    monkeypatch.setattr(generate, "CLASSES", (generate.ClassSpec("Gappy", "struct gappy", doc="x"),))
+    ns = _namespace(generate.render(b.btf))
+    g = ns["Gappy"]
+    assert (g.a.offset, g.b.offset, g.c.offset, ctypes.sizeof(g)) == (0, 8, 16, 32)
+    assert "a=0, b=0, c=0)" in repr(g())  # padding is not shown
+
+
+def test_a_packed_layout_is_refused(monkeypatch) -> None:
+    b = BtfBuilder()
+    u8, u32 = b.int("unsigned char", 1), b.int("unsigned int", 4)
+    b.struct("packed", [("a", u8, 0), ("b", u32, 8)], size=5)
+    monkeypatch.setattr(generate, "CLASSES", (generate.ClassSpec("Packed", "struct packed", doc="x"),))
+    with pytest.raises(generate.GenerateError, match="Packed.b"):
+        generate.render(b.btf)
+
+
+def _fake_attr(with_tracing_multi: bool) -> Btf:
+    """A ``union bpf_attr`` with just a ``link_create`` shaped like the kernel's."""
+    b = BtfBuilder()
+    u32, u64 = b.int("unsigned int", 4), b.int("long long unsigned int", 8)
+    kprobe_multi = b.struct("", [("flags", u32), ("cnt", u32), ("syms", u64), ("addrs", u64), ("cookies", u64)])
+    members = [("target_btf_id", u32), ("kprobe_multi", kprobe_multi)]
+    if with_tracing_multi:
+        members.append(("tracing_multi", b.struct("", [("ids", u64), ("cookies", u64), ("cnt", u32)])))
+    union = b.union("", members)
+    link_create = b.struct("", [("prog_fd", u32), ("target_fd", u32), ("attach_type", u32), ("flags", u32),
+                                ("", union)])  # fmt: skip
+    b.union("bpf_attr", [("link_create", link_create)])
+    return b.btf
+
+
+def test_the_tracing_multi_overlay_is_added_where_the_kernel_lacks_it(monkeypatch) -> None:
+    spec = generate.ClassSpec("LinkCreateAttr", "union bpf_attr", "link_create", "x")
+    monkeypatch.setattr(generate, "CLASSES", (spec,))
+    old = _namespace(generate.render(_fake_attr(False)))
+    a = old["LinkCreateAttr"](prog_fd=3)
+    a.tracing_multi.cnt = 2
+    assert a.u.tracing_multi.cnt == 2 and "Overlay" in type(a.tracing_multi).__doc__
+    assert old["LinkCreateAttr"].u.offset == 16 and ctypes.sizeof(old["LinkCreateAttr"]) == 48
+    new = generate.render(_fake_attr(True))  # a kernel that has it: its own member, no overlay
+    assert "Overlay" not in new and "tracing_multi" in new
 
 
 # --- what callers rely on (no BTF needed: this is the committed file) ---------

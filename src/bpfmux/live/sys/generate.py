@@ -186,8 +186,9 @@ OVERLAYS: tuple[Overlay, ...] = (
         owner="_LinkCreateAttr_u",
         name="tracing_multi",
         fields=(("ids", "u64"), ("cookies", "u64"), ("cnt", "u32")),
-        doc="``link_create.tracing_multi`` of the 2026 mainline uapi (``LINK_TYPE_TRACING_MULTI``): "
-            "``ids`` points at ``cnt`` u32 BTF ids, ``cookies`` at ``cnt`` u64 (or 0).",
+        doc="``link_create.tracing_multi`` of the 2026 mainline uapi (links of ``uapi.LinkType.TRACING_MULTI``, "
+            "attach types ``TRACE_F*_MULTI``): ``ids`` points at ``cnt`` u32 BTF ids, ``cookies`` at ``cnt`` u64 "
+            "(or 0).",
     ),
 )
 
@@ -218,7 +219,6 @@ class _Class:
     doc: str
     fields: list[_Field] = field(default_factory=list)
     anonymous: list[str] = field(default_factory=list)
-    overlay: bool = False
 
 
 def _attr_member(btf: Btf, member: str) -> Composite:
@@ -355,13 +355,13 @@ def _build(btf: Btf, t: Composite, name: str, doc: str, out: list[_Class], path:
         i += 1
     for ov in OVERLAYS:
         if ov.owner == name:
-            _overlay(btf, t, cls, ov, out)
+            _overlay(t, cls, ov, out)
     _pad(t, cls)
     out.append(cls)
     return cls
 
 
-def _overlay(btf: Btf, t: Composite, cls: _Class, ov: Overlay, out: list[_Class]) -> None:
+def _overlay(t: Composite, cls: _Class, ov: Overlay, out: list[_Class]) -> None:
     if not cls.union:
         raise GenerateError(f"overlay {ov.name!r}: {cls.name} is not a union")
     if any(f.name == ov.name for f in cls.fields):
@@ -378,7 +378,7 @@ def _overlay(btf: Btf, t: Composite, cls: _Class, ov: Overlay, out: list[_Class]
     size = off + -off % align
     if size > t.size:
         raise GenerateError(f"overlay {ov.name!r} ({size} bytes) does not fit in {cls.name} ({t.size} bytes)")
-    out.append(_Class(sub, False, size, f"Overlay, not in this kernel's BTF: {ov.doc}", fields, overlay=True))
+    out.append(_Class(sub, False, size, f"Overlay, not in this kernel's BTF: {ov.doc}", fields))
     cls.fields.append(_Field(ov.name, sub, 0, size, align=align, comment="overlay: see the generator's OVERLAYS"))
 
 

@@ -476,8 +476,9 @@ class _LinkCreateAttr_u_cgroup(_Struct):
 
 
 class _LinkCreateAttr_u_tracing_multi(_Struct):
-    """Overlay, not in this kernel's BTF: ``link_create.tracing_multi`` of the 2026 mainline uapi
-    (``LINK_TYPE_TRACING_MULTI``): ``ids`` points at ``cnt`` u32 BTF ids, ``cookies`` at ``cnt`` u64 (or 0).
+    """Overlay, not in this kernel's BTF: ``link_create.tracing_multi`` of the 2026 mainline uapi (links of
+    ``uapi.LinkType.TRACING_MULTI``, attach types ``TRACE_F*_MULTI``): ``ids`` points at ``cnt`` u32 BTF ids,
+    ``cookies`` at ``cnt`` u64 (or 0).
     """
 
     _fields_ = [
