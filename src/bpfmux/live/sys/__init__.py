@@ -8,7 +8,9 @@ The package's modules:
   ``union bpf_attr``, and the info structures (``ProgInfo``, ``MapInfo``,
   ``LinkInfo``, …) and ``PerfEventAttr``. The size passed to the kernel is
   the size of that structure, so the kernel zero-fills whatever newer fields
-  it knows and we don't.
+  it knows and we don't. The file is generated from the kernel's BTF by
+  :mod:`~bpfmux.live.sys.generate` (``python3 -m bpfmux.live.sys.generate``);
+  edit the generator's tables, not the file.
 - :mod:`~bpfmux.live.sys.fds`: :class:`Fd`, an owned file descriptor:
   ``close()`` is idempotent, it is a context manager, and a finalizer closes
   (and warns about) one that was dropped unclosed, so nothing leaks.
