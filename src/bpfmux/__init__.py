@@ -1,6 +1,7 @@
 """bpfmux: a pure-Python eBPF toolkit built around multi-attach."""
 
 from .errors import (
+    ENOTSUPP,
     BpfError,
     BpfmuxError,
     EmulatorFault,
@@ -28,6 +29,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ENOTSUPP",
     "BpfError",
     "BpfmuxError",
     "Emulator",

@@ -11,9 +11,23 @@ from __future__ import annotations
 import errno as _errno
 import os
 
-#: ``ENOTSUPP``: the kernel-internal "operation not supported" errno that ``bpf(2)``
-#: returns for some refusals; Python's :mod:`errno` does not know it.
+#: ``ENOTSUPP`` (524): the kernel-internal "operation not supported" that
+#: ``bpf(2)`` lets out to user space (not ``EOPNOTSUPP``, 95). Python's
+#: :mod:`errno` module does not have it, and ``os.strerror`` does not know it.
 ENOTSUPP = 524
+
+__all__ = [
+    "ENOTSUPP",
+    "BpfError",
+    "BpfmuxError",
+    "EmulatorFault",
+    "InvalidArgumentError",
+    "NotAProgramError",
+    "NotFoundError",
+    "NotSupportedError",
+    "ParseError",
+    "VerifierError",
+]
 
 
 class BpfmuxError(Exception):

@@ -1,9 +1,14 @@
-"""The ctypes layouts of ``live.sys`` match the running kernel's own BTF.
+"""The ctypes layouts of ``live.sys`` match the running kernel's own BTF, as
+``bpftool`` reads it.
 
-Every field bpfmux declares must sit at the offset the kernel's
+``live.sys.types`` is generated from the BTF by bpfmux's own reader
+(``tests/unit/test_sys_generated.py`` checks it is up to date); this test
+checks the result through an independent reader: every field, bit-field and
+nested member must sit at the offset (and bit) the kernel's
 ``union bpf_attr`` (and ``bpf_prog_info``, ``perf_event_attr``, …) puts it,
-as read from ``/sys/kernel/btf/vmlinux`` through ``bpftool -j btf dump``.
-Fields the kernel does not have yet (the 2026 ``tracing_multi``) are listed
+as read from ``/sys/kernel/btf/vmlinux`` through ``bpftool -j btf dump``, and
+every structure must have the kernel's size. Members the kernel does not have
+yet (the generator's overlay, the 2026 ``tracing_multi``) are listed
 explicitly and must lie inside the kernel's union size, so the kernel still
 sees zeros there.
 """
@@ -30,8 +35,8 @@ pytestmark = pytest.mark.skipif(
 
 #: members bpfmux declares that this kernel (6.18) predates, per structure.
 NEWER_THAN_KERNEL = {"tracing_multi"}
-#: ctypes names that stand for a kernel bit-field word or a renamed padding field.
-ALIASES = {"flags@PerfEventAttr": "disabled", "_reserved_2": "__reserved_2"}
+#: ctypes names that stand for a run of kernel bit-fields (one integer word).
+ALIASES = {"flags@PerfEventAttr": "disabled"}
 
 
 @functools.cache
@@ -60,9 +65,10 @@ def _named(kind: str, name: str) -> dict:
     raise AssertionError(f"kernel BTF has no {kind} {name}")
 
 
-def _members(t: dict, base_bits: int = 0) -> dict[str, tuple[int, dict]]:
-    """Named members of a struct/union, anonymous members flattened in."""
-    out: dict[str, tuple[int, dict]] = {}
+def _members(t: dict, base_bits: int = 0) -> dict[str, tuple[int, dict, int]]:
+    """Named members of a struct/union as (bit offset, type, bit-field width),
+    anonymous members flattened in."""
+    out: dict[str, tuple[int, dict, int]] = {}
     for m in t["members"]:
         off = base_bits + m["bits_offset"]
         mt = _resolve(m["type_id"])
@@ -70,7 +76,7 @@ def _members(t: dict, base_bits: int = 0) -> dict[str, tuple[int, dict]]:
             for k, v in _members(mt, off).items():
                 out.setdefault(k, v)
         else:
-            out[m["name"]] = (off, mt)
+            out[m["name"]] = (off, mt, m.get("bitfield_size", 0))
     return out
 
 
@@ -80,7 +86,7 @@ def _compare(cls: type, kernel: dict, where: str, base: int = 0) -> int:
     A field in ``_anonymous_`` stands for the kernel's anonymous struct/union
     at the same offset: its members are compared against the flattened members.
     """
-    km = {k: (b - base * 8, t) for k, (b, t) in _members(kernel).items()}
+    km = {k: (b - base * 8, t, w) for k, (b, t, w) in _members(kernel).items()}
     checked = 0
     for field in cls._fields_:
         name, ctype = field[0], field[1]
@@ -92,8 +98,14 @@ def _compare(cls: type, kernel: dict, where: str, base: int = 0) -> int:
             continue
         kname = ALIASES.get(f"{name}@{cls.__name__}", ALIASES.get(name, name))
         assert kname in km, f"{where}: kernel has no member {kname!r}"
-        bits, kt = km[kname]
-        ours = getattr(cls, name).offset
+        bits, kt, width = km[kname]
+        desc = getattr(cls, name)
+        if len(field) == 3:  # a ctypes bit-field: its storage unit's offset, then the bit inside it
+            ours_bit, ours_width = desc.offset * 8 + (desc.size & 0xFFFF), desc.size >> 16
+            assert (ours_bit, ours_width) == (bits, width), f"{where}.{name}: ours at bit {ours_bit}:{ours_width}, kernel {bits}:{width}"
+            checked += 1
+            continue
+        ours = desc.offset
         assert bits % 8 == 0 and bits // 8 == ours, f"{where}.{name}: ours at {ours}, kernel at bit {bits}"
         if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure | ctypes.Union) and kt["kind"] in ("STRUCT", "UNION"):
             checked += _compare(ctype, kt, f"{where}.{name}")
@@ -148,10 +160,8 @@ ATTR_MEMBERS = [
 def test_bpf_attr_member_layout(cls: type, member: int | str) -> None:
     kernel = _attr_member(member)
     assert _compare(cls, kernel, cls.__name__) >= 1
-    # the size we pass must not exceed the whole union (else the kernel checks a tail we never wrote)
-    assert ctypes.sizeof(cls) <= _named("UNION", "bpf_attr")["size"]
-    if cls is not s.LinkCreateAttr:
-        assert ctypes.sizeof(cls) == kernel["size"], f"{cls.__name__}: ours {ctypes.sizeof(cls)}, kernel {kernel['size']}"
+    # the size we pass is the member's own (and so within the whole union), overlays included
+    assert ctypes.sizeof(cls) == kernel["size"], f"{cls.__name__}: ours {ctypes.sizeof(cls)}, kernel {kernel['size']}"
 
 
 NAMED = [
@@ -162,6 +172,7 @@ NAMED = [
     (s.PerfEventAttr, "perf_event_attr"),
     (s.FuncInfo, "bpf_func_info"),
     (s.LineInfo, "bpf_line_info"),
+    (s.PerfEventQueryBpf, "perf_event_query_bpf"),
 ]
 
 
@@ -177,6 +188,17 @@ def test_link_info_union_members_checked() -> None:
     kernel = _named("STRUCT", "bpf_link_info")
     union = next(_resolve(m["type_id"]) for m in kernel["members"] if m["name"] == "(anon)")
     members = {m["name"]: _resolve(m["type_id"]) for m in union["members"]}
+    ours_union = dict(s.LinkInfo._fields_)["u"]
     for name in ("raw_tracepoint", "tracing", "kprobe_multi", "uprobe_multi", "perf_event"):
-        ours = dict((f[0], f[1]) for f in s._LiUnion._fields_)[name]
+        ours = dict((f[0], f[1]) for f in ours_union._fields_)[name]
         assert _compare(ours, members[name], f"bpf_link_info.{name}") >= 1
+
+
+def test_overlay_members_are_ones_this_kernel_lacks() -> None:
+    """An overlay member this kernel has would hide the kernel's own layout
+    (the generator then takes the kernel's): NEWER_THAN_KERNEL must be exactly
+    the overlays the committed file carries."""
+    link_create = _members(_attr_member("link_create"))
+    for name in NEWER_THAN_KERNEL:
+        assert name not in link_create, f"this kernel has {name}: regenerate types.py and drop it here"
+        assert "Overlay" in type(getattr(s.LinkCreateAttr(), name)).__doc__

@@ -18,7 +18,7 @@ import pytest
 
 from bpfmux.btf import Btf
 from bpfmux.emu.verifier.objects import verify_program
-from bpfmux.errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, VerifierError
+from bpfmux.errors import ENOTSUPP, BpfError, BpfmuxError, NotFoundError, NotSupportedError, VerifierError
 from bpfmux.obj import load_object
 
 BPF = Path(__file__).resolve().parents[1] / "bpf"
@@ -48,7 +48,7 @@ def _kernel_verdict(path: str, prog: str, pin_root: str) -> tuple[str, str]:
     except (NotSupportedError, NotFoundError) as err:  # a kind or a kconfig value this kernel lacks
         return "none", str(err)
     except BpfError as err:
-        if err.errno in (errno.EPERM, errno.EOPNOTSUPP, 524):  # 524: the kernel's ENOTSUPP
+        if err.errno in (errno.EPERM, errno.EOPNOTSUPP, ENOTSUPP):
             return "none", str(err)
         raise
     coll.close()

@@ -38,7 +38,7 @@ class FakeBpf:
 def fake(monkeypatch):
     def install(answer):
         f = FakeBpf(answer)
-        monkeypatch.setattr(s, "_raw_bpf", f)
+        monkeypatch.setattr(s.raw, "raw_bpf", f)
         return f
 
     return install
@@ -157,6 +157,40 @@ def test_eintr_is_retried(fake) -> None:
     assert fd.detach() == 7 and len(f.calls) == 3
 
 
+def test_retry_helper_stops_at_success_other_errors_or_the_attempt_limit() -> None:
+    answers = iter([-errno.EINTR, -errno.EAGAIN, -errno.EINTR, 3])
+    assert s.raw.retry(lambda: next(answers), (errno.EINTR, errno.EAGAIN)) == 3
+    answers = iter([-errno.EINTR, -errno.EAGAIN, 3])
+    assert s.raw.retry(lambda: next(answers)) == -errno.EAGAIN  # EAGAIN is not retried unless asked
+    calls = []
+    assert s.raw.retry(lambda: calls.append(1) or -errno.EINTR, attempts=5) == -errno.EINTR
+    assert len(calls) == 5
+
+
+def test_eagain_is_retried_for_prog_load_only(fake) -> None:
+    f = fake(lambda cmd, addr, size: -errno.EAGAIN)
+    with pytest.raises(BpfError) as exc:
+        s.map_create(MapType.ARRAY, 4, 4, 1)
+    assert exc.value.errno == errno.EAGAIN and len(f.calls) == 1
+    answers = iter([-errno.EAGAIN, -errno.EINTR, 8])
+    f = fake(lambda cmd, addr, size: next(answers))
+    assert s.prog_load(ProgType.SOCKET_FILTER, EXIT, retry_with_log=False).detach() == 8
+    assert len(f.calls) == 3
+
+
+def test_bpf_gives_up_after_five_interrupted_attempts(fake) -> None:
+    f = fake(lambda cmd, addr, size: -errno.EINTR)
+    with pytest.raises(BpfError) as exc:
+        s.map_create(MapType.ARRAY, 4, 4, 1)
+    assert exc.value.errno == errno.EINTR and len(f.calls) == s.commands.BPF_ATTEMPTS == 5
+
+
+def test_perf_event_open_is_retried_on_eintr(monkeypatch) -> None:
+    answers = iter([-errno.EINTR, -errno.EINTR, 9])
+    monkeypatch.setattr(s.raw, "raw_perf_event_open", lambda *a: next(answers))
+    assert s.perf_event_open(s.PerfEventAttr(type=1)).detach() == 9
+
+
 def test_map_create_fills_the_attr(fake) -> None:
     f = fake(lambda cmd, addr, size: 9)
     s.map_create(MapType.LRU_HASH, 8, 16, 1024, flags=1, name="a_very_long_map_name_here").detach()
@@ -204,6 +238,29 @@ def test_log_buffer_grows_until_the_log_fits(fake) -> None:
     assert fd.detach() == 5
     sizes = [s.ProgLoadAttr.from_buffer_copy(raw).log_size for _, raw, _ in f.calls]
     assert sizes[0] < needed <= sizes[-1] and sizes == sorted(sizes)
+
+
+def test_log_buffer_grows_on_the_retry_with_a_log_too(fake) -> None:
+    needed = 2_000_000
+    log_text = b"R1 invalid mem access\n"
+
+    def answer(cmd, addr, size):
+        a = s.ProgLoadAttr.from_address(addr)
+        if not a.log_level:
+            return -errno.EACCES
+        a.log_true_size = needed
+        if a.log_size < needed:
+            return -errno.ENOSPC
+        ctypes.memmove(a.log_buf, log_text, len(log_text))
+        return -errno.EACCES
+
+    f = fake(answer)
+    with pytest.raises(VerifierError) as exc:
+        s.prog_load(ProgType.SOCKET_FILTER, EXIT)
+    assert exc.value.log == log_text.decode() and exc.value.errno == errno.EACCES
+    attrs = [s.ProgLoadAttr.from_buffer_copy(raw) for _, raw, _ in f.calls]
+    assert [a.log_level for a in attrs] == [0, 1, 1]
+    assert [a.log_size for a in attrs] == [0, 1 << 18, needed + 1]  # 4x would be too small: the kernel's size wins
 
 
 def test_prog_load_passes_instructions_license_and_btf_info(fake) -> None:

@@ -4,6 +4,7 @@ and duration parsing."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -104,7 +105,7 @@ def error_line(err: BaseException) -> str:
         first = str(err).splitlines()[0]
         return (f"bpfmux: the kernel's verifier rejected a program: {first} "
                 "(run with --debug for the verifier log)")  # fmt: skip
-    if isinstance(err, BpfError) and err.errno in (1, 13):
+    if isinstance(err, BpfError) and err.errno in (errno.EPERM, errno.EACCES):
         return f"bpfmux: permission denied: {err}; run as root (sudo)"
     if isinstance(err, BpfmuxError | OSError):
         return f"bpfmux: error: {err}"

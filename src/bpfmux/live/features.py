@@ -34,12 +34,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BpfError, BpfmuxError, NotSupportedError
+from ..errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ..host.cache import boot_id, cache_dir, read_json, write_json
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
-_ENOTSUPP = 524
 _RET0 = bytes([0xB7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0])
 
 
@@ -75,7 +74,7 @@ def _verified_insns(log: str) -> int:
 
 
 def _ename(e: int) -> str:
-    return "ENOTSUPP" if e == _ENOTSUPP else _errno.errorcode.get(e, str(e))
+    return "ENOTSUPP" if e == ENOTSUPP else _errno.errorcode.get(e, str(e))
 
 
 # --- what each program type needs to load ------------------------------------

@@ -30,12 +30,11 @@ from typing import Any
 
 from .. import api
 from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
-from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
+from ..errors import ENOTSUPP, BpfError, NotFoundError, NotSupportedError, ParseError
 from ..host.cpus import possible_cpus
 from ..uapi import MapFlags, MapType, UpdateFlags
 from . import sys as _sys
 
-_ENOTSUPP = 524
 _BATCH = 256
 
 
@@ -198,7 +197,7 @@ class LiveMap(api.Map):
                 if err.errno == _errno.ENOSPC and n < (1 << 16):  # a hash bucket holds more than n
                     n *= 4
                     continue
-                if first and err.errno in (_errno.EINVAL, _ENOTSUPP, _errno.EOPNOTSUPP, _errno.ENOSYS):
+                if first and err.errno in (_errno.EINVAL, ENOTSUPP, _errno.EOPNOTSUPP, _errno.ENOSYS):
                     self._batch_ok = False
                     return
                 raise
@@ -292,7 +291,7 @@ class LiveMap(api.Map):
             _sys.map_delete_batch(self.fd, b"".join(keys), len(keys))
             return
         except BpfError as err:
-            if err.errno not in (_errno.EINVAL, _ENOTSUPP, _errno.EOPNOTSUPP):
+            if err.errno not in (_errno.EINVAL, ENOTSUPP, _errno.EOPNOTSUPP):
                 raise
         for k in keys:
             _sys.map_delete_elem(self.fd, k)

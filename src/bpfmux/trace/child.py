@@ -3,6 +3,7 @@ attached, so its pid can be filtered on and none of its work is missed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
@@ -25,7 +26,7 @@ class HeldChild:
         if not argv:
             raise ParseError("-c needs a command, e.g. -c 'ls /tmp'")
         if shutil.which(argv[0]) is None:
-            raise BpfError(2, f"cannot run {argv[0]!r}: no such command (check the path, or quote -c 'CMD ARGS')")
+            raise BpfError(errno.ENOENT, f"cannot run {argv[0]!r}: no such command (check the path, or quote -c 'CMD ARGS')")
         self.argv = argv
         self.status: int | None = None
         r, w = os.pipe()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...api import Link, Program
-from ...errors import BpfError, NotAProgramError, NotSupportedError
+from ...errors import ENOTSUPP, BpfError, NotAProgramError, NotSupportedError
 from ...uapi import AttachType, LinkType, ProgType
 from .. import sys as _sys
 from ..program import LiveProgram
@@ -19,7 +19,7 @@ from ..program import LiveProgram
 __all__ = ["FdLink", "RawProgram", "close_all", "deferred_signals", "prog_fd"]
 
 #: errnos that mean "this kernel cannot do that" rather than "you asked wrong"
-UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, 524})  # 524 = ENOTSUPP (kernel-internal)
+UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, ENOTSUPP})
 
 
 def prog_fd(program: Any) -> int:
