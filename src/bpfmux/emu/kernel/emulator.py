@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -358,43 +357,9 @@ class Emulator(api.Kernel):
 
         :raises NotFoundError: an x86-64 syscall bpfmux does not know.
         """
-        from ...abi.ptregs import pack_pt_regs
-        from ...abi.syscalls import syscall_number
+        from .syscalls import emulate_syscall
 
-        nr = syscall_number(name)
-        if nr is None:
-            raise NotFoundError("system call", name, "give its name as in syscalls:sys_enter_NAME")
-        vals = [a & U64 for a in args][:6]
-        full = vals + [0] * (6 - len(vals))
-        regs = dict(zip(("di", "si", "dx", "r10", "r8", "r9"), full, strict=True), orig_ax=nr)
-        addr = self.alloc(pack_pt_regs(regs), "pt_regs")
-        ran = self.fire("raw_syscalls:sys_enter", addr, nr, id=nr, args=full)
-        ran += self._syscall_tracepoint(f"syscalls:sys_enter_{name}", nr, vals)
-        fname = next((c for c in (f"__x64_sys_{name}", f"__se_sys_{name}") if c in self.functions), None)
-        if fname is not None:
-            f = self.functions[fname]
-            body, f.body = f.body, lambda *a: ret
-            try:
-                self.call(f, *([addr] + [0] * (f.nargs - 1))[: f.nargs])
-            finally:
-                f.body = body
-        regs["ax"] = ret & U64
-        self.write(addr, pack_pt_regs(regs))
-        ran += self.fire("raw_syscalls:sys_exit", addr, ret & U64, id=nr, ret=ret)
-        ran += self._syscall_tracepoint(f"syscalls:sys_exit_{name}", nr, [], ret=ret)
-        return ran
-
-    def _syscall_tracepoint(self, name: str, nr: int, args: Sequence[int], **extra: int) -> int:
-        try:
-            ev = self.tracepoints.get(name)
-        except NotFoundError:
-            return 0  # a syscall without its own tracepoint in this kernel's formats
-        assert ev.format is not None
-        fields: dict[str, Any] = {"__syscall_nr": nr}
-        names = [f.name for f in ev.format.fields if not f.common and f.name != "__syscall_nr"]
-        fields.update(zip(names, args, strict=False))
-        fields.update(extra)
-        return self.fire(name, **fields)
+        return emulate_syscall(self, name, args, ret)
 
     def sample(self, event: str = "cpu_clock", *, regs: Mapping[str, int] | None = None) -> int:
         """One sample on every open sampling perf event of ``event``
@@ -537,37 +502,9 @@ class Emulator(api.Kernel):
         :raises BpfError: ``EINVAL`` not a tracing program; ``EFAULT`` a test
             function returned the wrong value (as the kernel reports it).
         """
-        at = prog.attach_type
-        if prog.prog_type != ProgType.TRACING:
-            raise BpfError(errno.EINVAL, f"{prog.name} is not a tracing program")
-        if at in (AttachType.TRACE_FENTRY, AttachType.TRACE_FEXIT, AttachType.TRACE_FENTRY_MULTI,
-                  AttachType.TRACE_FEXIT_MULTI):
-            arg = self.alloc(8, "bpf_fentry_test_t")
-            retval = self.alloc(4, "retval")
-            checks = [
-                ("bpf_fentry_test1", (1,), 2), ("bpf_fentry_test2", (2, 3), 5), ("bpf_fentry_test3", (4, 5, 6), 15),
-                ("bpf_fentry_test4", (7, 8, 9, 10), 34), ("bpf_fentry_test5", (11, 12, 13, 14, 15), 65),
-                ("bpf_fentry_test6", (16, 17, 18, 19, 20, 21), 111), ("bpf_fentry_test7", (0,), 0),
-                ("bpf_fentry_test8", (arg,), 0), ("bpf_fentry_test9", (retval,), 0),
-            ]
-            if "bpf_fentry_test10" in self.functions and self.functions["bpf_fentry_test10"].btf_id:
-                checks.append(("bpf_fentry_test10", (0,), 0))
-            for name, args, want in checks:
-                if self.call(name, *args) != want:
-                    raise BpfError(errno.EFAULT, f"{name}{args} did not return {want}")
-            return 0
-        if at == AttachType.MODIFY_RETURN:
-            b = self.alloc(struct.pack("<i", 2), "b")
-            side_effect = 0
-            ret = self.call("bpf_modify_return_test", 1, b) & 0xFFFF
-            if struct.unpack("<i", self.read(b, 4))[0] != 2:
-                side_effect += 1
-            self.write(b, struct.pack("<i", 2))
-            ret = (ret + self.call("bpf_modify_return_test2", 1, b, 3, 4, 5, 6, 7)) & 0xFFFF
-            if struct.unpack("<i", self.read(b, 4))[0] != 2:
-                side_effect += 1
-            return ((side_effect & 0xFFFF) << 16) | ret
-        raise BpfError(errno.EINVAL, f"{prog.name}: test runs of attach type {at} are not supported")
+        from .testrun import test_run_tracing
+
+        return test_run_tracing(self, prog)
 
     # -- introspection ---------------------------------------------------------
 
