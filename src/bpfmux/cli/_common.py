@@ -1,35 +1,98 @@
-"""What the live subcommands (``trace``, ``run``) share: the checks a
-newcomer's machine fails first, each turned into one line that says what to do,
-and duration parsing."""
+"""What every subcommand shares: the one error path (:func:`run_guarded`,
+:func:`error_line`, the exit statuses), the options every parser has
+(``--debug``), the checks a newcomer's machine fails first, each turned into
+one line that says what to do, and duration parsing."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
 
-__all__ = ["CliError", "ensure_root", "ensure_tracefs", "error_line", "parse_duration", "run_guarded"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "CommandParser",
+    "UsageError",
+    "ensure_root",
+    "ensure_tracefs",
+    "error_line",
+    "parse_duration",
+    "run_guarded",
+]
+
+#: Exit statuses of every subcommand.
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
-def run_guarded(impl: Callable[[Any], int], args: Any) -> int:
-    """Run a subcommand's body; any error becomes one line on stderr (exit 1).
+class CliError(BpfmuxError):
+    """An error whose message is already the one line to print (exit status 1)."""
 
-    ``--debug`` adds the traceback and a verifier log; Ctrl-C exits 130, a
-    closed pipe 0. A command line must not show a newcomer a traceback, so
-    this catches every exception, not only ours.
+
+class UsageError(CliError):
+    """Something the user typed is malformed or contradictory (exit status 2).
+
+    Raised for command-line arguments only; a malformed input *file* is a
+    :class:`~bpfmux.errors.ParseError` and exits 1.
+    """
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of ``bpfmux`` and of each subcommand (``add_subparsers``
+    makes every subcommand's parser one of these too).
+
+    Every parser gets ``--debug``, and a usage error argparse detects becomes
+    the same one line (exit status 2) as one the subcommand detects.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # SUPPRESS: a subcommand's parser must not reset a --debug given before it ("bpfmux --debug trace")
+        self.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="on an error, also show the traceback (and the verifier log)")  # fmt: skip
+        self.set_defaults(help_prog=self.prog)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as the one error line and exit with status 2.
+
+        :raises SystemExit: always, with status 2.
+        """
+        print(error_line(UsageError(message), self.prog), file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def run_guarded(impl: Callable[[Any], int | None], args: Any) -> int:
+    """Run a subcommand's body: every error becomes one line on stderr.
+
+    The status is what ``impl`` returns (``None`` counts as 0), 2 for a
+    :class:`UsageError`, 1 for any other error, 130 after Ctrl-C and 0 when
+    the reader of stdout went away (``bpfmux … | head``). ``args.debug``
+    adds the traceback and a verifier log. A command line must not show a
+    newcomer a traceback, so this catches every exception, not only ours.
+
+    :param args: the parsed arguments (an ``argparse.Namespace``); it may be
+        filled in by ``impl`` itself, so ``debug`` is read only on an error.
+    :raises SystemExit: argparse's exit (``--help``, a usage error), passed on.
     """
     try:
-        return impl(args)
+        return int(impl(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
     except Exception as e:
         if getattr(args, "debug", False):
             import traceback
@@ -37,12 +100,8 @@ def run_guarded(impl: Callable[[Any], int], args: Any) -> int:
             traceback.print_exc()
             if getattr(e, "log", ""):
                 print(e.log, file=sys.stderr)
-        print(error_line(e), file=sys.stderr)
-        return 1
-
-
-class CliError(BpfmuxError):
-    """An error whose message is already the one line to print."""
+        print(error_line(e, getattr(args, "help_prog", None)), file=sys.stderr)
+        return EXIT_USAGE if isinstance(e, UsageError) else EXIT_FAILURE
 
 
 def parse_duration(text: str) -> int:
@@ -90,22 +149,34 @@ def ensure_tracefs(quiet: bool = False) -> None:
         print(f"bpfmux: tracefs was not mounted; mounted it on {target}", file=sys.stderr)
 
 
-def error_line(err: BaseException) -> str:
-    """The one line printed for an error (no traceback)."""
-    if isinstance(err, CliError):
-        return f"bpfmux: error: {err}"
-    if isinstance(err, NotSupportedError):
-        return f"bpfmux: not supported: {err}"
-    if isinstance(err, NotFoundError):
-        return f"bpfmux: not found: {err}"
-    if isinstance(err, ParseError):
-        return f"bpfmux: error: {err}"
+def _one_line(text: str) -> str:
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def error_line(err: BaseException, prog: str | None = None) -> str:
+    """The one line printed for an error (no traceback); the only place that
+    formats it.
+
+    :param prog: the command whose ``--help`` a usage error points to
+        (``"bpfmux trace"``).
+    """
+    if isinstance(err, UsageError):
+        hint = f" (see '{prog} --help')" if prog else ""
+        return f"bpfmux: error: {_one_line(str(err))}{hint}"
     if isinstance(err, VerifierError):
         first = str(err).splitlines()[0]
         return (f"bpfmux: the kernel's verifier rejected a program: {first} "
                 "(run with --debug for the verifier log)")  # fmt: skip
-    if isinstance(err, BpfError) and err.errno in (1, 13):
-        return f"bpfmux: permission denied: {err}; run as root (sudo)"
-    if isinstance(err, BpfmuxError | OSError):
-        return f"bpfmux: error: {err}"
-    return f"bpfmux: internal error: {type(err).__name__}: {err} (run with --debug for the traceback and report it)"
+    if isinstance(err, CliError | ParseError):
+        text = f"bpfmux: error: {err}"
+    elif isinstance(err, NotSupportedError):
+        text = f"bpfmux: not supported: {err}"
+    elif isinstance(err, NotFoundError):
+        text = f"bpfmux: not found: {err}"
+    elif isinstance(err, BpfError) and err.errno in (1, 13):
+        text = f"bpfmux: permission denied: {err}; run as root (sudo)"
+    elif isinstance(err, BpfmuxError | OSError):
+        text = f"bpfmux: error: {err}"
+    else:
+        text = f"bpfmux: internal error: {type(err).__name__}: {err} (run with --debug for the traceback and report it)"
+    return _one_line(text)

@@ -9,11 +9,11 @@ result on each. Failures are listed, then a per-tier tally and finally
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..emu.vm.conformance import run_suite
 from ..emu.vm.machine import TIERS
+from ._common import UsageError
 
 __all__ = ["register"]
 
@@ -30,9 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux conformance`` (errors are reported by the caller's guard).
+
+    :raises UsageError: the directory is not a directory of ``*.data`` cases.
+    :raises OSError: the directory cannot be read.
+    """
     if not args.directory.is_dir():
-        print(f"bpfmux: error: {args.directory} is not a directory of conformance cases", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.directory} is not a directory of conformance cases")
     tiers = args.tier or list(TIERS)
     passed = failed = 0
     per_tier = dict.fromkeys(tiers, 0)
@@ -48,8 +52,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"FAIL {res.name}: {res.reason()}")
     total = passed + failed
     if total == 0:
-        print(f"bpfmux: error: no *.data cases in {args.directory}", file=sys.stderr)
-        return 2
+        raise UsageError(f"no *.data cases in {args.directory}")
     for t in tiers:
         print(f"{t} tier: {per_tier[t]} of {total} passed")
     print(f"{passed} passed, {failed} failed")

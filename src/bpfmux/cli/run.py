@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, run_guarded
+from ._common import CliError, ensure_root, ensure_tracefs
 
 DESCRIPTION = """\
 Load any libbpf-style BPF object (clang -target bpf), attach each program by
@@ -54,13 +54,7 @@ def register(sub: Any) -> None:
     p.add_argument("--no-dump", action="store_true", help="do not dump the maps at exit")
     p.add_argument("--json", action="store_true", help="JSON lines for events and maps")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was attached where")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
     p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``bpfmux run``."""
-    return run_guarded(_run, args)
 
 
 def _set_rodata(spec: Any, name: str, value: str) -> None:
@@ -139,7 +133,8 @@ def _text(v: Any) -> str:
     return str(p)
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux run`` (errors are reported by the caller's guard)."""
     from ..live import LiveKernel
     from ..obj import load_object
     from ..trace.child import HeldChild

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, parse_duration, run_guarded
+from ._common import CliError, ensure_root, ensure_tracefs, parse_duration
 
 DESCRIPTION = """\
 Attach generated BPF programs (no compiler needed) to every probe given and
@@ -81,16 +81,11 @@ def register(sub: Any) -> None:
     p.add_argument("--prometheus", type=int, metavar="PORT", help="serve counts at http://127.0.0.1:PORT/metrics")
     p.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR", help="address to bind (default 127.0.0.1)")
     p.add_argument("-v", "--verbose", action="store_true", help="say which attach mechanism each probe group used")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``bpfmux trace``."""
-    return run_guarded(_run, args)
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux trace`` (errors are reported by the caller's guard)."""
     from ..trace import TraceOptions, Tracer, parse_probes
 
     specs = parse_probes(args.probes)
