@@ -9,7 +9,8 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
@@ -18,6 +19,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_STATUS_HELP",
     "EXIT_USAGE",
     "CliError",
     "CommandParser",
@@ -25,8 +27,10 @@ __all__ = [
     "ensure_root",
     "ensure_tracefs",
     "error_line",
+    "parse_command",
     "parse_duration",
     "run_guarded",
+    "user_input",
 ]
 
 #: Exit statuses of every subcommand.
@@ -34,6 +38,9 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+#: The sentence the epilogs use for the statuses above.
+EXIT_STATUS_HELP = "exit status: 0 on success, 1 on an error, 2 on bad usage, 130 after Ctrl-C."
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
@@ -104,6 +111,24 @@ def run_guarded(impl: Callable[[Any], int | None], args: Any) -> int:
         return EXIT_USAGE if isinstance(e, UsageError) else EXIT_FAILURE
 
 
+@contextmanager
+def user_input(option: str | None = None) -> Iterator[None]:
+    """Parse errors raised inside come from what the user typed on the command
+    line: turn them into :class:`UsageError` (exit status 2).
+
+    Use it only around parsing of arguments, never of input files.
+
+    :param option: the option the text came from (``"--workload"``), put in
+        front of the message.
+    :raises UsageError: a :class:`~bpfmux.errors.ParseError` was raised.
+    """
+    try:
+        yield
+    except ParseError as e:
+        where = option or e.source  # an offset into a command-line argument helps nobody: leave it out
+        raise UsageError(f"{where}: {e.message}" if where else e.message) from e
+
+
 def parse_duration(text: str) -> int:
     """``"10us"``, ``"2ms"``, ``"1s"``, ``"500"`` (ns) → nanoseconds.
 
@@ -113,6 +138,22 @@ def parse_duration(text: str) -> int:
     if not m:
         raise ParseError(f"bad duration {text!r}; write e.g. 500ns, 10us, 2ms or 1s")
     return int(float(m.group(1)) * _UNITS[m.group(2) or "ns"])
+
+
+def parse_command(text: str) -> list[str]:
+    """Split ``-c CMD`` as a shell would (quotes, no expansion).
+
+    :raises UsageError: empty, or an unclosed quote.
+    """
+    import shlex
+
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"-c {text!r}: {str(e).lower()}; quote the command as in a shell") from None
+    if not argv:
+        raise UsageError("-c needs a command, e.g. -c 'ls /tmp'")
+    return argv
 
 
 def ensure_root(what: str) -> None:

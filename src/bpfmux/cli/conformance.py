@@ -3,7 +3,11 @@
 Every ``*.data`` case of DIR runs on the checked and the fast tier (or the
 ones given with ``--tier``); a case passes when ``r0`` equals its expected
 result on each. Failures are listed, then a per-tier tally and finally
-``N passed, M failed``. Exit status 0 when every case passed, 1 otherwise.
+``N passed, M failed``.
+
+Exit status: 0 when every case passed, 1 when one failed or on an error, 2 on
+bad usage (DIR is not a directory of *.data cases, an unknown --tier), 130 on
+Ctrl-C.
 """
 
 from __future__ import annotations

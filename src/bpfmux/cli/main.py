@@ -35,6 +35,10 @@ examples:
   sudo bpfmux trace 'uprobe:libc:str*' --latency -c 'ls /'   latency histograms of one command
   sudo bpfmux run examples/objects/syscount.bpf.o -d 2       load an object, attach, dump its maps
   bpfmux COMMAND --help                                      each command's options and examples
+
+exit status: 0 on success, 1 on an error (one line on stderr; --debug adds the
+traceback), 2 on bad usage (a malformed option, probe spec or duration),
+130 when interrupted before there was anything to report (Ctrl-C).
 """
 
 

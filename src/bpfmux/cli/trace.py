@@ -10,7 +10,15 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, parse_duration
+from ._common import (
+    CliError,
+    UsageError,
+    ensure_root,
+    ensure_tracefs,
+    parse_command,
+    parse_duration,
+    user_input,
+)
 
 DESCRIPTION = """\
 Attach generated BPF programs (no compiler needed) to every probe given and
@@ -49,8 +57,10 @@ examples:
   bpfmux trace 't:syscalls:sys_enter_*' --prometheus 9464  counts for Prometheus scraping
   bpfmux trace 't:syscalls:sys_enter_*' -d 2 --json        machine-readable counts
 
-exit status: 0 after results were printed (also after Ctrl-C), 1 on an error,
-2 on bad usage. Needs root.
+exit status: 0 after results were printed (also after Ctrl-C once tracing),
+1 on an error (one line; --debug adds the traceback), 2 on bad usage (a
+malformed probe spec, duration or option), 130 on Ctrl-C before tracing began.
+Needs root (CAP_BPF and CAP_PERFMON).
 """
 
 
@@ -84,27 +94,57 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``bpfmux trace`` (errors are reported by the caller's guard)."""
-    from ..trace import TraceOptions, Tracer, parse_probes
+def _check_usage(args: argparse.Namespace) -> tuple[list[Any], int]:
+    """The probe specs and ``--min-latency`` in ns, once every argument makes sense.
 
-    specs = parse_probes(args.probes)
+    :raises UsageError: a malformed probe spec or duration, or options that
+        contradict each other.
+    """
+    from ..trace import parse_probes
+
+    with user_input():
+        specs = parse_probes(args.probes)
+    with user_input("--min-latency"):
+        min_latency = parse_duration(args.min_latency) if args.min_latency else 0
     if args.min_latency and args.mode != "latency":
-        raise CliError("--min-latency only applies to --latency")
+        raise UsageError("--min-latency only applies to --latency")
     if args.by and args.mode not in ("count", "latency"):
-        raise CliError("--by applies to --count and --latency")
+        raise UsageError("--by applies to --count and --latency")
     if args.pid is not None and args.command:
-        raise CliError("give either -p PID or -c CMD, not both")
+        raise UsageError("give either -p PID or -c CMD, not both")
     if args.pid is not None and args.pid <= 0:
-        raise CliError(f"-p needs a positive process id, not {args.pid}")
+        raise UsageError(f"-p needs a positive process id, not {args.pid}")
+    if args.comm is not None and not 0 < len(args.comm.encode()) <= 15:
+        raise UsageError("--comm takes a command name of 1 to 15 bytes (as in /proc/PID/comm)")
+    if args.duration is not None and args.duration < 0:
+        raise UsageError(f"-d needs a number of seconds of 0 or more, not {args.duration:g}")
+    if args.interval is not None and args.interval < 0:
+        raise UsageError(f"-i needs a number of seconds of 0 or more, not {args.interval:g}")
+    if args.top is not None and args.top < 0:
+        raise UsageError(f"--top needs a number of rows, not {args.top}")
+    if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
+        raise UsageError(f"--prometheus needs a TCP port (0 to 65535), not {args.prometheus}")
+    if args.command is not None:
+        parse_command(args.command)
+    return specs, min_latency
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux trace`` (errors are reported by the caller's guard).
+
+    :raises UsageError: bad arguments (see :func:`_check_usage`).
+    :raises CliError: not privileged, no tracefs, no such process.
+    :raises BpfmuxError: a probe matches nothing, is not supported, or fails to attach.
+    :raises OSError: a system call failed.
+    """
+    from ..trace import TraceOptions, Tracer
+
+    specs, min_latency = _check_usage(args)
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         raise CliError(f"no process with pid {args.pid}")
-    if args.comm is not None and not 0 < len(args.comm.encode()) <= 15:
-        raise CliError("--comm takes a command name of 1 to 15 bytes (as in /proc/PID/comm)")
     ensure_root("bpfmux trace")
     ensure_tracefs()
-    opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm,
-                        min_latency=parse_duration(args.min_latency) if args.min_latency else 0)  # fmt: skip
+    opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm, min_latency=min_latency)
     child = None
     if args.command:
         from ..trace.child import HeldChild
