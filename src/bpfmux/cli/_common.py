@@ -24,6 +24,7 @@ __all__ = [
     "CliError",
     "CommandParser",
     "UsageError",
+    "console",
     "ensure_root",
     "ensure_tracefs",
     "error_line",
@@ -95,10 +96,17 @@ def run_guarded(impl: Callable[[Any], int | None], args: Any) -> int:
     :raises SystemExit: argparse's exit (``--help``, a usage error), passed on.
     """
     try:
-        return int(impl(args) or 0)
+        status = int(impl(args) or 0)
+        sys.stdout.flush()  # a closed pipe or a full disk shows here, not at interpreter exit
+        return status
     except KeyboardInterrupt:
+        _settle_stdout()
         return EXIT_INTERRUPTED
+    except SystemExit:  # --help, or a usage error argparse found: argparse's own exit
+        _settle_stdout()
+        raise
     except BrokenPipeError:
+        _detach_stdout()
         return EXIT_OK
     except Exception as e:
         if getattr(args, "debug", False):
@@ -108,7 +116,42 @@ def run_guarded(impl: Callable[[Any], int | None], args: Any) -> int:
             if getattr(e, "log", ""):
                 print(e.log, file=sys.stderr)
         print(error_line(e, getattr(args, "help_prog", None)), file=sys.stderr)
+        _settle_stdout()
         return EXIT_USAGE if isinstance(e, UsageError) else EXIT_FAILURE
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null so flushing what is left at exit cannot fail again."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):  # no real file descriptor (captured in tests): nothing will be flushed to one
+        pass
+
+
+def _settle_stdout() -> None:
+    """Flush stdout now; if that fails (or is interrupted), drop what is left."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, KeyboardInterrupt):
+        _detach_stdout()
+
+
+def console() -> Any:
+    """A rich console on stdout whose closed pipe ends the command like any
+    other output's (status 0), instead of rich's own exit with status 1."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            _detach_stdout()
+            raise BrokenPipeError
+
+    return _Console()
 
 
 @contextmanager

@@ -13,6 +13,7 @@ Ctrl-C.
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 from pathlib import Path
 
 from ..emu.vm.conformance import run_suite
@@ -44,16 +45,17 @@ def _run(args: argparse.Namespace) -> int:
     tiers = args.tier or list(TIERS)
     passed = failed = 0
     per_tier = dict.fromkeys(tiers, 0)
-    for res in run_suite(args.directory, tiers):
-        for t in tiers:
-            per_tier[t] += res.passed_on(t)
-        if res.passed:
-            passed += 1
-            if args.verbose:
-                print(f"PASS {res.name}")
-        else:
-            failed += 1
-            print(f"FAIL {res.name}: {res.reason()}")
+    with closing(run_suite(args.directory, tiers)) as results:  # Ctrl-C: the suite's VM is closed at once
+        for res in results:
+            for t in tiers:
+                per_tier[t] += res.passed_on(t)
+            if res.passed:
+                passed += 1
+                if args.verbose:
+                    print(f"PASS {res.name}")
+            else:
+                failed += 1
+                print(f"FAIL {res.name}: {res.reason()}")
     total = passed + failed
     if total == 0:
         raise UsageError(f"no *.data cases in {args.directory}")

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ._common import user_input
+from ._common import console, user_input
 
 DESCRIPTION = """\
 Load a BPF object into bpfmux's emulated kernel (no root, nothing touches the
@@ -159,10 +159,9 @@ def _jsonable(v: Any) -> Any:
 
 
 def _print(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/]: "
               f"{report['events']} calls/hits")
     t = Table("program", "section", "runs", title="programs")

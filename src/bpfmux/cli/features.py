@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..uapi import ProgType
-from ._common import EXIT_STATUS_HELP, UsageError
+from ._common import EXIT_STATUS_HELP, UsageError, console
 
 __all__ = ["register"]
 
@@ -75,10 +75,9 @@ def _run(args: argparse.Namespace) -> int:
         json.dump(table, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     for group, rows in table.items():
         t = Table(title=group.replace("_", " "), title_justify="left", show_lines=False)
         t.add_column("name", style="bold")
@@ -89,5 +88,5 @@ def _run(args: argparse.Namespace) -> int:
             ok = "[green]yes[/green]" if row["supported"] else "[red]no[/red]"
             third = row["method"] if group != "helpers" else str(row.get("count", ""))
             t.add_row(name, ok, third, row["detail"])
-        console.print(t)
+        out.print(t)
     return 0

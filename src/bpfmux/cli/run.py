@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     :raises OSError: a system call failed.
     """
     from ..live import LiveKernel
+    from ..live.links._base import close_all
     from ..obj import load_object
     from ..trace.child import HeldChild
     from ..uapi import MapType
@@ -178,17 +179,16 @@ def run(args: argparse.Namespace) -> int:
         _set_rodata(spec, name, value)
     ensure_root("bpfmux run")
     ensure_tracefs()
-    child = HeldChild(args.command) if args.command else None
-    if child is not None and args.pid_var:
-        _set_rodata(spec, args.pid_var, str(child.pid))
-    from ..live.links._base import close_all
-
     links: list[Any] = []
     readers: list[Any] = []
     coll = None
+    child = None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         try:
+            child = HeldChild(args.command) if args.command else None
+            if child is not None and args.pid_var:
+                _set_rodata(spec, args.pid_var, str(child.pid))
             coll = LiveKernel().load(spec, programs=args.program)
             for w in coll.warnings:
                 print(f"bpfmux: warning: {w}", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import Any
 from ._common import (
     CliError,
     UsageError,
+    console,
     ensure_root,
     ensure_tracefs,
     parse_command,
@@ -146,15 +147,15 @@ def run(args: argparse.Namespace) -> int:
     ensure_tracefs()
     opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm, min_latency=min_latency)
     child = None
-    if args.command:
-        from ..trace.child import HeldChild
-
-        child = HeldChild(args.command)
-        opts.pid = child.pid
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        tracer = Tracer(specs, opts)
+        if args.command:
+            from ..trace.child import HeldChild
+
+            child = HeldChild(args.command)
+            opts.pid = child.pid
         try:
+            tracer = Tracer(specs, opts)
             tracer.start()
         except BaseException:
             if child is not None:
@@ -269,12 +270,11 @@ class _LiveView:
     """The rich live table, refreshed in place."""
 
     def __init__(self, args: argparse.Namespace, tracer: Any) -> None:
-        from rich.console import Console
         from rich.live import Live
 
         self.args = args
         self.tracer = tracer
-        self.console = Console()
+        self.console = console()
         self.started = time.monotonic()
         self.live = Live(console=self.console, auto_refresh=False, transient=True)
         self.live.start()
