@@ -242,9 +242,11 @@ def test_bad_glob_and_bad_spec():
 
 def test_not_root(monkeypatch, capsys):
     # the interpreter lives under /root here, so an unprivileged user cannot start it: check in-process
+    from bpfmux.cli import _common
     from bpfmux.cli.main import main
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(_common, "read_privileges", lambda: _common.Privileges(1000, 0, 2))  # nor capabilities
     assert main(["trace", "t:syscalls:sys_enter_getpid", "-d", "0"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs root" in err and "sudo" in err and "Traceback" not in err

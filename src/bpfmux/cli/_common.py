@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
@@ -23,6 +24,7 @@ __all__ = [
     "EXIT_USAGE",
     "CliError",
     "CommandParser",
+    "Privileges",
     "UsageError",
     "console",
     "ensure_root",
@@ -30,6 +32,8 @@ __all__ = [
     "error_line",
     "parse_command",
     "parse_duration",
+    "privilege_problem",
+    "read_privileges",
     "run_guarded",
     "user_input",
 ]
@@ -44,6 +48,11 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUS_HELP = "exit status: 0 on success, 1 on an error, 2 on bad usage, 130 after Ctrl-C."
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+# capability numbers (linux/capability.h)
+_CAP_SYS_ADMIN = 21
+_CAP_PERFMON = 38
+_CAP_BPF = 39
 
 
 class CliError(BpfmuxError):
@@ -199,10 +208,125 @@ def parse_command(text: str) -> list[str]:
     return argv
 
 
+# --- privileges ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Privileges:
+    """What decides whether this process may load tracing programs.
+
+    :ivar euid: effective user id.
+    :ivar caps: effective capability mask (``CapEff`` of /proc/self/status).
+    :ivar unprivileged_bpf_disabled: ``kernel.unprivileged_bpf_disabled``
+        (``None`` when it cannot be read).
+    :ivar lockdown: the kernel lockdown mode in force (``"integrity"``,
+        ``"confidentiality"``), ``None`` when none or unknown.
+    :ivar seccomp: ``Seccomp`` of /proc/self/status (2: a filter is active).
+    """
+
+    euid: int
+    caps: int
+    unprivileged_bpf_disabled: int | None = None
+    lockdown: str | None = None
+    seccomp: int = 0
+
+    def has(self, cap: int) -> bool:
+        """Whether capability number ``cap`` is effective."""
+        return bool(self.caps >> cap & 1)
+
+    @property
+    def missing(self) -> list[str]:
+        """The capabilities tracing needs that this process lacks
+        (CAP_SYS_ADMIN stands in for both, as in the kernel)."""
+        if self.has(_CAP_SYS_ADMIN):
+            return []
+        return [name for cap, name in ((_CAP_BPF, "CAP_BPF"), (_CAP_PERFMON, "CAP_PERFMON")) if not self.has(cap)]
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def read_privileges() -> Privileges:
+    """This process's :class:`Privileges` (unreadable facts count as absent)."""
+    status = _read("/proc/self/status") or ""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        caps = int(fields.get("CapEff", "0").strip(), 16)
+    except ValueError:
+        caps = 0
+    try:
+        seccomp = int(fields.get("Seccomp", "0").strip())
+    except ValueError:
+        seccomp = 0
+    text = (_read("/proc/sys/kernel/unprivileged_bpf_disabled") or "").strip()
+    unpriv = int(text) if text.isdigit() else None
+    m = re.search(r"\[(\w+)\]", _read("/sys/kernel/security/lockdown") or "")
+    lockdown = m.group(1) if m and m.group(1) != "none" else None
+    return Privileges(os.geteuid(), caps, unpriv, lockdown, seccomp)
+
+
+def _and(names: list[str]) -> str:
+    return " and ".join(names)
+
+
+def privilege_problem(priv: Privileges | None = None) -> str | None:
+    """What keeps this process from loading tracing programs, as the end of a
+    sentence that says what to do; ``None`` when it has the capabilities.
+
+    :param priv: the facts to judge (default: :func:`read_privileges`).
+    """
+    p = read_privileges() if priv is None else priv
+    missing = p.missing
+    if not missing:
+        return None
+    if p.euid == 0:
+        return (
+            f"this process runs as root but without {_and(missing)} (nor CAP_SYS_ADMIN), as in a container "
+            f"or under a wrapper that drops capabilities; grant {'them' if len(missing) > 1 else 'it'} "
+            f"(e.g. docker run --cap-add {' --cap-add '.join(n[4:] for n in missing)})"
+        )
+    why = f"user {p.euid} lacks {_and(missing)}"
+    if p.unprivileged_bpf_disabled:
+        why += (f", and kernel.unprivileged_bpf_disabled={p.unprivileged_bpf_disabled} forbids bpf(2) to "
+                "unprivileged users")  # fmt: skip
+    return f"{why}; run it as root (sudo)"
+
+
 def ensure_root(what: str) -> None:
-    """:raises CliError: not root."""
-    if os.geteuid() != 0:
-        raise CliError(f"{what} needs root (CAP_BPF and CAP_PERFMON) to load BPF programs; run it with sudo")
+    """Check that this process may load and attach tracing programs.
+
+    :param what: the command, for the message (``"bpfmux trace"``).
+    :raises CliError: it lacks CAP_BPF or CAP_PERFMON (and CAP_SYS_ADMIN);
+        the message says why (not root; root in a container) and what to do.
+    """
+    p = read_privileges()
+    problem = privilege_problem(p)
+    if problem is None:
+        return
+    needs = "root (CAP_BPF and CAP_PERFMON)" if p.euid != 0 else "CAP_BPF and CAP_PERFMON"
+    raise CliError(f"{what} needs {needs} to load BPF programs; {problem}")
+
+
+def _denied_anyway(p: Privileges) -> str:
+    """Why the kernel refuses a process that has the capabilities."""
+    if p.lockdown:
+        return f"the kernel is locked down ({p.lockdown}), which forbids some BPF programs and helpers"
+    if p.seccomp == 2:
+        return "a seccomp filter is active on this process and may forbid bpf(2) or perf_event_open(2)"
+    return "a security module (SELinux, AppArmor, a BPF LSM) may have refused it"
+
+
+def _permission_hint() -> str:
+    p = read_privileges()
+    problem = privilege_problem(p)
+    if problem is not None:
+        return problem
+    return f"this process has CAP_BPF and CAP_PERFMON, so {_denied_anyway(p)}"
 
 
 def _tracefs_mounted() -> bool:
@@ -258,7 +382,7 @@ def error_line(err: BaseException, prog: str | None = None) -> str:
     elif isinstance(err, NotFoundError):
         text = f"bpfmux: not found: {err}"
     elif isinstance(err, BpfError) and err.errno in (1, 13):
-        text = f"bpfmux: permission denied: {err}; run as root (sudo)"
+        text = f"bpfmux: permission denied: {err}; {_permission_hint()}"
     elif isinstance(err, BpfmuxError | OSError):
         text = f"bpfmux: error: {err}"
     else:
