@@ -44,8 +44,8 @@ def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def one_error_line(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 1, (r.stdout, r.stderr)
+def one_error_line(r: subprocess.CompletedProcess, status: int = 1) -> str:
+    assert r.returncode == status, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, r.stderr
@@ -233,17 +233,20 @@ def test_probe_matches_nothing():
 
 
 def test_bad_glob_and_bad_spec():
-    line = one_error_line(bpfmux("trace", "tracepoint:sched:sched_[abc"))
+    # malformed specs are bad usage: status 2
+    line = one_error_line(bpfmux("trace", "tracepoint:sched:sched_[abc"), 2)
     assert "bad glob" in line
-    line = one_error_line(bpfmux("trace", "syscalls:sys_enter_read"))
+    line = one_error_line(bpfmux("trace", "syscalls:sys_enter_read"), 2)
     assert "unknown probe kind" in line
 
 
 def test_not_root(monkeypatch, capsys):
     # the interpreter lives under /root here, so an unprivileged user cannot start it: check in-process
+    from bpfmux.cli import _common
     from bpfmux.cli.main import main
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(_common, "read_privileges", lambda: _common.Privileges(1000, 0, 2))  # nor capabilities
     assert main(["trace", "t:syscalls:sys_enter_getpid", "-d", "0"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs root" in err and "sudo" in err and "Traceback" not in err

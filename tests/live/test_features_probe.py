@@ -113,5 +113,5 @@ def test_cli_table(capsys) -> None:
 
 
 def test_cli_unknown_program_type(capsys) -> None:
-    assert main(["features", "--helpers", "nonsense"]) == 1
+    assert main(["features", "--helpers", "nonsense"]) == 2  # a usage error
     assert "unknown program type" in capsys.readouterr().err

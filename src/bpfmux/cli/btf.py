@@ -8,13 +8,15 @@ import sys
 
 from ..btf import Btf
 from ..btf.model import VMLINUX_PATH
+from ._common import EXIT_STATUS_HELP
 
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``btf`` subcommand."""
-    p = subparsers.add_parser("btf", help="dump and inspect BTF", description=__doc__)
+    p = subparsers.add_parser("btf", help="dump and inspect BTF", description=__doc__,
+                              epilog=EXIT_STATUS_HELP)
     sub = p.add_subparsers(dest="btf_command", metavar="ACTION")
     d = sub.add_parser("dump", help="print every type, as bpftool's raw listing or as C (vmlinux.h)")
     d.add_argument("file", nargs="?", default=VMLINUX_PATH, help=f"raw BTF or an ELF object (default {VMLINUX_PATH})")

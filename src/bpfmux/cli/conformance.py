@@ -3,17 +3,22 @@
 Every ``*.data`` case of DIR runs on the checked and the fast tier (or the
 ones given with ``--tier``); a case passes when ``r0`` equals its expected
 result on each. Failures are listed, then a per-tier tally and finally
-``N passed, M failed``. Exit status 0 when every case passed, 1 otherwise.
+``N passed, M failed``.
+
+Exit status: 0 when every case passed, 1 when one failed or on an error, 2 on
+bad usage (DIR is not a directory of *.data cases, an unknown --tier), 130 on
+Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from contextlib import closing
 from pathlib import Path
 
 from ..emu.vm.conformance import run_suite
 from ..emu.vm.machine import TIERS
+from ._common import UsageError
 
 __all__ = ["register"]
 
@@ -30,26 +35,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux conformance`` (errors are reported by the caller's guard).
+
+    :raises UsageError: the directory is not a directory of ``*.data`` cases.
+    :raises OSError: the directory cannot be read.
+    """
     if not args.directory.is_dir():
-        print(f"bpfmux: error: {args.directory} is not a directory of conformance cases", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.directory} is not a directory of conformance cases")
     tiers = args.tier or list(TIERS)
     passed = failed = 0
     per_tier = dict.fromkeys(tiers, 0)
-    for res in run_suite(args.directory, tiers):
-        for t in tiers:
-            per_tier[t] += res.passed_on(t)
-        if res.passed:
-            passed += 1
-            if args.verbose:
-                print(f"PASS {res.name}")
-        else:
-            failed += 1
-            print(f"FAIL {res.name}: {res.reason()}")
+    with closing(run_suite(args.directory, tiers)) as results:  # Ctrl-C: the suite's VM is closed at once
+        for res in results:
+            for t in tiers:
+                per_tier[t] += res.passed_on(t)
+            if res.passed:
+                passed += 1
+                if args.verbose:
+                    print(f"PASS {res.name}")
+            else:
+                failed += 1
+                print(f"FAIL {res.name}: {res.reason()}")
     total = passed + failed
     if total == 0:
-        print(f"bpfmux: error: no *.data cases in {args.directory}", file=sys.stderr)
-        return 2
+        raise UsageError(f"no *.data cases in {args.directory}")
     for t in tiers:
         print(f"{t} tier: {per_tier[t]} of {total} passed")
     print(f"{passed} passed, {failed} failed")

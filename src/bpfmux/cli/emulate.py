@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from ._common import console, user_input
+
 DESCRIPTION = """\
 Load a BPF object into bpfmux's emulated kernel (no root, nothing touches the
 host kernel), attach every program by its section name, feed it calls, then
@@ -35,7 +37,9 @@ examples:
   bpfmux emulate OBJ --calls calls.jsonl --json          replay a recorded call stream
   bpfmux emulate OBJ --btf none                          only the built-in test functions
 
-exit status: 0 on success, 1 on an error (bad object, rejected program, bad stream).
+exit status: 0 on success, 1 on an error (bad object, rejected program, bad
+stream; one line, --debug adds the traceback), 2 on bad usage (e.g. a
+malformed --workload), 130 on Ctrl-C.
 """
 
 
@@ -61,12 +65,24 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``bpfmux emulate``."""
+    """Run ``bpfmux emulate`` (errors are reported by the caller's guard).
+
+    :raises UsageError: a malformed ``--workload`` or an unknown ``--policy``.
+    :raises BpfmuxError: a bad object or call stream, a rejected program.
+    :raises OSError: the object, the BTF or the call stream cannot be read.
+    """
     from ..emu.kernel.emulator import Emulator
     from ..emu.kernel.replay import apply, parse_calls, parse_workload
+    from ..emu.kernel.trampoline import make_policy
     from ..errors import BpfmuxError, NotSupportedError
     from ..uapi import ProgType
 
+    workload = None
+    if args.workload:
+        with user_input("--workload"):
+            workload = parse_workload(args.workload)
+    with user_input("--policy"):
+        make_policy(args.policy)
     btf: Any = None if args.btf == "none" else args.btf
     with Emulator(btf=btf, policy=args.policy, tier=args.tier) as emu:
         coll = emu.load(args.object, programs=args.program)
@@ -85,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
             stream = sys.stdin if args.calls == "-" else open(args.calls, encoding="utf-8")
             with stream:
                 events = list(parse_calls(stream, args.calls))
-        elif args.workload:
-            events = parse_workload(args.workload)
+        elif workload is not None:
+            events = workload
         else:
             has_tracing = any(p.prog_type == ProgType.TRACING for p in coll.programs.values())
             events = parse_workload("test_run") if has_tracing else []
@@ -143,10 +159,9 @@ def _jsonable(v: Any) -> Any:
 
 
 def _print(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/]: "
               f"{report['events']} calls/hits")
     t = Table("program", "section", "runs", title="programs")

@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
-from ..errors import NotSupportedError
 from ..uapi import ProgType
+from ._common import EXIT_STATUS_HELP, UsageError, console
 
 __all__ = ["register"]
 
@@ -20,7 +20,8 @@ GROUPS = ("program_types", "map_types", "attach_types", "link_types", "helpers")
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``features`` subcommand."""
-    p = subparsers.add_parser("features", help="probe what the running kernel supports", description=__doc__)
+    p = subparsers.add_parser("features", help="probe what the running kernel supports", description=__doc__,
+                              epilog=EXIT_STATUS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--helpers", metavar="PROG_TYPE", action="append", default=[],
                    help="also list the helpers available to this program type (repeatable; 'all' for every type)")
@@ -30,6 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _prog_types(names: list[str]) -> list[ProgType]:
+    """The program types ``--helpers`` names.
+
+    :raises UsageError: an unknown program type.
+    """
     if "all" in names:
         return [t for t in ProgType if t != ProgType.UNSPEC]
     out = []
@@ -38,20 +43,25 @@ def _prog_types(names: list[str]) -> list[ProgType]:
             out.append(ProgType[n.upper()])
         except KeyError:
             known = ", ".join(t.name.lower() for t in ProgType if t != ProgType.UNSPEC)
-            raise NotSupportedError(n, f"unknown program type {n!r}; known: {known}") from None
+            raise UsageError(f"--helpers: unknown program type {n!r}; known: {known}") from None
     return out
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux features`` (errors are reported by the caller's guard).
+
+    :raises UsageError: ``--helpers`` names an unknown program type.
+    """
     from ..live.features import features
 
+    helper_types = _prog_types(args.helpers) if args.helpers else []
     f = features()
     table = f.table()
     if args.only:
         table = {k: v for k, v in table.items() if k in args.only}
     if args.helpers:
         table["helpers"] = {}
-        for t in _prog_types(args.helpers):
+        for t in helper_types:
             if f.prog_type(t).supported:
                 names = [h.name for h in f.helpers(t)]
                 table["helpers"][t.name.lower()] = {"supported": True, "detail": " ".join(names), "method": "load",
@@ -65,10 +75,9 @@ def _run(args: argparse.Namespace) -> int:
         json.dump(table, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     for group, rows in table.items():
         t = Table(title=group.replace("_", " "), title_justify="left", show_lines=False)
         t.add_column("name", style="bold")
@@ -79,5 +88,5 @@ def _run(args: argparse.Namespace) -> int:
             ok = "[green]yes[/green]" if row["supported"] else "[red]no[/red]"
             third = row["method"] if group != "helpers" else str(row.get("count", ""))
             t.add_row(name, ok, third, row["detail"])
-        console.print(t)
+        out.print(t)
     return 0

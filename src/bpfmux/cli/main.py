@@ -2,7 +2,11 @@
 
 Each subcommand lives in its own module under :mod:`bpfmux.cli` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a
-callable taking the parsed arguments and returning an exit status.
+callable taking the parsed arguments and returning an exit status. Every
+parser is a :class:`~bpfmux.cli._common.CommandParser` (so every subcommand
+has ``--debug``), and :func:`main` runs the subcommand through
+:func:`~bpfmux.cli._common.run_guarded`, the one error path: a subcommand
+raises, it never prints its own error line.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import BpfmuxError
+from ._common import EXIT_USAGE, CommandParser, run_guarded
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = [
@@ -31,13 +35,20 @@ examples:
   sudo bpfmux trace 'uprobe:libc:str*' --latency -c 'ls /'   latency histograms of one command
   sudo bpfmux run examples/objects/syscount.bpf.o -d 2       load an object, attach, dump its maps
   bpfmux COMMAND --help                                      each command's options and examples
+
+exit status: 0 on success, 1 on an error (one line on stderr; --debug adds the
+traceback), 2 on bad usage (a malformed option, probe spec or duration),
+130 when interrupted before there was anything to report (Ctrl-C).
 """
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Build the top-level parser with every available subcommand (or just
-    ``only``, so running one subcommand does not import the others)."""
-    parser = argparse.ArgumentParser(
+    ``only``, so running one subcommand does not import the others).
+
+    :raises ImportError: a subcommand's module cannot be imported.
+    """
+    parser = CommandParser(
         prog="bpfmux",
         description="Multi-attach eBPF toolkit: trace with many programs per hook and one program on many functions.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -53,24 +64,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Errors bpfmux raises on purpose are printed as one line without a
-    traceback; Ctrl-C exits with status 130 after cleanup.
+    Parsing and the subcommand both run inside
+    :func:`~bpfmux.cli._common.run_guarded`: an error is one line on stderr
+    (status 1, or 2 for bad usage), Ctrl-C exits 130 after cleanup and a
+    closed pipe 0.
+
+    :raises SystemExit: ``--help`` (status 0) or a usage error argparse
+        detects (status 2), as argparse does.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    return run_guarded(lambda args: _dispatch(argv, args), argparse.Namespace())
+
+
+def _dispatch(argv: list[str], args: argparse.Namespace) -> int:
+    """Parse ``argv`` into ``args`` (which the guard reads ``--debug`` from) and
+    run the subcommand."""
     parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
-    args = parser.parse_args(argv)
+    parser.parse_args(argv, namespace=args)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except (BpfmuxError, OSError) as err:
-        print(f"bpfmux: error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,15 @@ import sys
 from typing import TextIO
 
 from ..obj import ObjectSpec, ProgramSpec, load_object
+from ._common import EXIT_STATUS_HELP
 
 __all__ = ["format_object", "register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``objdump`` subcommand."""
-    p = subparsers.add_parser("objdump", help="show the programs, maps and data of a BPF object", description=__doc__)
+    p = subparsers.add_parser("objdump", help="show the programs, maps and data of a BPF object", description=__doc__,
+                              epilog=EXIT_STATUS_HELP)
     p.add_argument("object", help="a BPF ELF object (.bpf.o)")
     p.add_argument("--program", "-p", action="append", help="only this program (repeatable)")
     p.add_argument("--no-source", action="store_true", help="do not interleave source lines (from .BTF.ext)")

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, run_guarded
+from ._common import CliError, UsageError, ensure_root, ensure_tracefs, parse_command
 
 DESCRIPTION = """\
 Load any libbpf-style BPF object (clang -target bpf), attach each program by
@@ -34,7 +34,10 @@ examples:
   bpfmux run tests/bpf/ringbuf.bpf.o --set target_tgid=$$   events of this shell only
   bpfmux run OBJ --json -d 1                              events and maps as JSON lines
 
-exit status: 0 after the maps were dumped (also after Ctrl-C), 1 on an error. Needs root.
+exit status: 0 after the maps were dumped (also after Ctrl-C once attached),
+1 on an error (one line; --debug adds the traceback and verifier log), 2 on
+bad usage (e.g. --set without '='), 130 on Ctrl-C before the programs were
+attached. Needs root (CAP_BPF and CAP_PERFMON).
 """
 
 
@@ -54,17 +57,14 @@ def register(sub: Any) -> None:
     p.add_argument("--no-dump", action="store_true", help="do not dump the maps at exit")
     p.add_argument("--json", action="store_true", help="JSON lines for events and maps")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was attached where")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``bpfmux run``."""
-    return run_guarded(_run, args)
-
-
 def _set_rodata(spec: Any, name: str, value: str) -> None:
-    """``--set NAME=VALUE``: a ``const volatile`` global, a number when it parses as one."""
+    """``--set NAME=VALUE``: a ``const volatile`` global, a number when it parses as one.
+
+    :raises CliError: the object has no such read-only global.
+    """
     from ..errors import NotFoundError
 
     try:
@@ -125,35 +125,59 @@ def _text(v: Any) -> str:
     return str(p)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _check_usage(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The ``--set`` pairs, once every argument makes sense.
+
+    :raises UsageError: a malformed ``--set``, a bad duration or command,
+        options that need one another.
+    """
+    if args.pid_var and not args.command:
+        raise UsageError("--pid-var needs -c CMD")
+    if args.duration is not None and args.duration < 0:
+        raise UsageError(f"-d needs a number of seconds of 0 or more, not {args.duration:g}")
+    if args.command is not None:
+        parse_command(args.command)
+    pairs = []
+    for item in args.set:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--set takes NAME=VALUE, not {item!r}")
+        pairs.append((name, value))
+    return pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux run`` (errors are reported by the caller's guard).
+
+    :raises UsageError: bad arguments (see :func:`_check_usage`).
+    :raises CliError: no such object, no such global or event type, not privileged.
+    :raises BpfmuxError: a malformed object, a rejected program, a failed attach.
+    :raises OSError: a system call failed.
+    """
     from ..live import LiveKernel
+    from ..live.links import close_all
     from ..obj import load_object
     from ..trace.child import HeldChild
     from ..uapi import MapType
 
+    pairs = _check_usage(args)
     if not os.path.exists(args.object):
         raise CliError(f"no such file: {args.object}")
-    if args.pid_var and not args.command:
-        raise CliError("--pid-var needs -c CMD")
     spec = load_object(args.object)
-    for item in args.set:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            raise CliError(f"--set takes NAME=VALUE, not {item!r}")
+    for name, value in pairs:
         _set_rodata(spec, name, value)
     ensure_root("bpfmux run")
     ensure_tracefs()
-    child = HeldChild(args.command) if args.command else None
-    if child is not None and args.pid_var:
-        _set_rodata(spec, args.pid_var, str(child.pid))
-    from ..live.links import close_all
-
     links: list[Any] = []
     readers: list[Any] = []
     coll = None
+    child = None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         try:
+            child = HeldChild(args.command) if args.command else None
+            if child is not None and args.pid_var:
+                _set_rodata(spec, args.pid_var, str(child.pid))
             coll = LiveKernel().load(spec, programs=args.program)
             for w in coll.warnings:
                 print(f"bpfmux: warning: {w}", file=sys.stderr)

@@ -10,7 +10,16 @@ import sys
 import time
 from typing import Any
 
-from ._common import CliError, ensure_root, ensure_tracefs, parse_duration, run_guarded
+from ._common import (
+    CliError,
+    UsageError,
+    console,
+    ensure_root,
+    ensure_tracefs,
+    parse_command,
+    parse_duration,
+    user_input,
+)
 
 DESCRIPTION = """\
 Attach generated BPF programs (no compiler needed) to every probe given and
@@ -51,8 +60,10 @@ examples:
   bpfmux trace 'k:bpf_fentry_test*' --emulate 'bpf_fentry_test1(1)*3'
                                                            the same tracer on the emulated kernel, no root
 
-exit status: 0 after results were printed (also after Ctrl-C), 1 on an error,
-2 on bad usage. Needs root, except with --emulate.
+exit status: 0 after results were printed (also after Ctrl-C once tracing),
+1 on an error (one line; --debug adds the traceback), 2 on bad usage (a
+malformed probe spec, duration or option), 130 on Ctrl-C before tracing began.
+Needs root (CAP_BPF and CAP_PERFMON), except with --emulate.
 """
 
 
@@ -89,46 +100,74 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", default="clone", choices=("clone", "filter", "per-function"),
                    help="--emulate: trampoline policy of the emulated kernel (default clone)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="say which attach mechanism each probe group used")
-    p.add_argument("--debug", action="store_true", help="show tracebacks and verifier logs")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``bpfmux trace``."""
-    return run_guarded(_run, args)
+def _check_usage(args: argparse.Namespace) -> tuple[list[Any], int]:
+    """The probe specs and ``--min-latency`` in ns, once every argument makes sense.
 
+    :raises UsageError: a malformed probe spec or duration, or options that
+        contradict each other.
+    """
+    from ..trace import parse_probes
 
-def _run(args: argparse.Namespace) -> int:
-    from ..trace import Tracer, parse_probes
-
-    specs = parse_probes(args.probes)
+    with user_input():
+        specs = parse_probes(args.probes)
+    with user_input("--min-latency"):
+        min_latency = parse_duration(args.min_latency) if args.min_latency else 0
     if args.min_latency and args.mode != "latency":
-        raise CliError("--min-latency only applies to --latency")
+        raise UsageError("--min-latency only applies to --latency")
     if args.by and args.mode not in ("count", "latency"):
-        raise CliError("--by applies to --count and --latency")
+        raise UsageError("--by applies to --count and --latency")
     if args.pid is not None and args.command:
-        raise CliError("give either -p PID or -c CMD, not both")
+        raise UsageError("give either -p PID or -c CMD, not both")
     if args.pid is not None and args.pid <= 0:
-        raise CliError(f"-p needs a positive process id, not {args.pid}")
-    if args.pid is not None and args.emulate is None and not os.path.exists(f"/proc/{args.pid}"):
-        raise CliError(f"no process with pid {args.pid}")
+        raise UsageError(f"-p needs a positive process id, not {args.pid}")
     if args.comm is not None and not 0 < len(args.comm.encode()) <= 15:
-        raise CliError("--comm takes a command name of 1 to 15 bytes (as in /proc/PID/comm)")
+        raise UsageError("--comm takes a command name of 1 to 15 bytes (as in /proc/PID/comm)")
+    if args.duration is not None and args.duration < 0:
+        raise UsageError(f"-d needs a number of seconds of 0 or more, not {args.duration:g}")
+    if args.interval is not None and args.interval < 0:
+        raise UsageError(f"-i needs a number of seconds of 0 or more, not {args.interval:g}")
+    if args.top is not None and args.top < 0:
+        raise UsageError(f"--top needs a number of rows, not {args.top}")
+    if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
+        raise UsageError(f"--prometheus needs a TCP port (0 to 65535), not {args.prometheus}")
+    if args.command is not None:
+        parse_command(args.command)
+    if args.emulate is not None and args.command is not None:
+        raise UsageError("--emulate traces the emulated kernel's workload; -c runs a real command (give one, not both)")
+    return specs, min_latency
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``bpfmux trace`` (errors are reported by the caller's guard).
+
+    :raises UsageError: bad arguments (see :func:`_check_usage`).
+    :raises CliError: not privileged, no tracefs, no such process.
+    :raises BpfmuxError: a probe matches nothing, is not supported, or fails to attach.
+    :raises OSError: a system call failed.
+    """
+    from ..trace import TraceOptions, Tracer
+
+    specs, min_latency = _check_usage(args)
+    opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm, min_latency=min_latency)
     if args.emulate is not None:
-        return _run_emulated(args, specs)
+        return _run_emulated(args, specs, opts)
+    if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
+        raise CliError(f"no process with pid {args.pid}")
     ensure_root("bpfmux trace")
     ensure_tracefs()
-    opts = _options(args)
     child = None
-    if args.command:
-        from ..trace.child import HeldChild
-
-        child = HeldChild(args.command)
-        opts.pid = child.pid
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        tracer = Tracer(specs, opts)
+        if args.command:
+            from ..trace.child import HeldChild
+
+            child = HeldChild(args.command)
+            opts.pid = child.pid
         try:
+            tracer = Tracer(specs, opts)
             tracer.start()
         except BaseException:
             if child is not None:
@@ -152,23 +191,20 @@ def _run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, old_term)
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from ..trace import TraceOptions
+def _run_emulated(args: argparse.Namespace, specs: list[Any], opts: Any) -> int:
+    """``--emulate``: the same tracer on the emulated kernel, driven by a workload, then the results.
 
-    return TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm,
-                        min_latency=parse_duration(args.min_latency) if args.min_latency else 0)
-
-
-def _run_emulated(args: argparse.Namespace, specs: list[Any]) -> int:
-    """``--emulate``: the same tracer on the emulated kernel, driven by a workload, then the results."""
+    :raises UsageError: a malformed workload spec.
+    :raises ParseError: a malformed call-stream file.
+    :raises BpfmuxError: a probe matches nothing, or a workload event names what the emulated kernel lacks.
+    """
     from ..emu import Emulator
     from ..emu.kernel.replay import apply, load_events
     from ..trace import Tracer
 
-    if args.command:
-        raise CliError("--emulate traces the emulated kernel's workload; -c runs a real command (give one, not both)")
-    events = load_events(args.emulate)
-    with Emulator(policy=args.policy) as emu, Tracer(specs, _options(args), kernel=emu) as tracer:
+    with user_input("--emulate"):
+        events = load_events(args.emulate)
+    with Emulator(policy=args.policy) as emu, Tracer(specs, opts, kernel=emu) as tracer:
         if args.verbose:
             for line in tracer.mechanisms:
                 print(f"bpfmux: {line}", file=sys.stderr)
@@ -274,12 +310,11 @@ class _LiveView:
     """The rich live table, refreshed in place."""
 
     def __init__(self, args: argparse.Namespace, tracer: Any) -> None:
-        from rich.console import Console
         from rich.live import Live
 
         self.args = args
         self.tracer = tracer
-        self.console = Console()
+        self.console = console()
         self.started = time.monotonic()
         self.live = Live(console=self.console, auto_refresh=False, transient=True)
         self.live.start()
