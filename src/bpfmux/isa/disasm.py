@@ -31,7 +31,7 @@ from .analysis import validate
 from .insn import Insn, decode
 from .opcodes import ADDR_SPACE_CAST, LDDW, Alu, Atomic, Class, Jmp, Mode, Pseudo, Size, Source
 
-__all__ = ["disassemble", "format_insn", "format_kernel"]
+__all__ = ["disassemble", "format_insn", "format_kernel", "helper_name"]
 
 _ALU_OPS = {
     Alu.ADD: "+=",
@@ -246,7 +246,7 @@ def format_kernel(insn: Insn) -> str:
                 return f"{code} call pc{insn.imm:+d}"
             if s == 2:
                 return f"{code} call kfunc#{insn.imm}"
-            return f"{code} call {_helper_name(insn.imm)}#{insn.imm}"
+            return f"{code} call {helper_name(insn.imm)}#{insn.imm}"
         if jop == Jmp.EXIT:
             return f"{code} exit"
         if jop == Jmp.JCOND:
@@ -299,7 +299,8 @@ def format_kernel(insn: Insn) -> str:
     return f"{code} lock *{addr} {sym} {p}{s}"
 
 
-def _helper_name(helper: int) -> str:
+def helper_name(helper: int) -> str:
+    """The kernel's name of helper ``helper`` (``bpf_map_lookup_elem``), ``unknown`` for an id it does not define."""
     from ..uapi import HelperId
 
     try:

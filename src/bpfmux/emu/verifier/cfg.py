@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from ...isa.insn import Insn
 from ...isa.opcodes import LDDW, Alu, Class, Jmp, Mode, Size
-from ...uapi import HelperId
 from .helpers import PROTOS
 
 
@@ -29,84 +28,6 @@ class Reject(Exception):
 
 _ALU_OPS = {int(o) for o in Alu}
 _JMP_OPS = {int(o) for o in Jmp}
-_SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
-_SZ_NAME = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
-_ALU_SYM = {
-    Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=",
-    Alu.LSH: "<<=", Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.MOV: "=", Alu.ARSH: "s>>=",
-}
-_JMP_SYM = {
-    Jmp.JEQ: "==", Jmp.JGT: ">", Jmp.JGE: ">=", Jmp.JSET: "&", Jmp.JNE: "!=", Jmp.JSGT: "s>",
-    Jmp.JSGE: "s>=", Jmp.JLT: "<", Jmp.JLE: "<=", Jmp.JSLT: "s<", Jmp.JSLE: "s<=",
-}
-
-
-def helper_name(hid: int) -> str:
-    try:
-        return f"bpf_{HelperId(hid).name}"
-    except ValueError:
-        return "unknown"
-
-
-def format_insn(insn: Insn, slot: int = 0) -> str:
-    """Kernel-verifier-log text of one instruction (``r0 = *(u32 *)(r1 +8)``)."""
-    op, cls = insn.opcode, insn.opcode & 7
-    d, s, off, imm = insn.dst, insn.src, insn.off, insn.imm
-    if op == LDDW:
-        kinds = {1: "map_fd", 2: "map_value", 3: "btf_id", 4: "func", 5: "map_idx", 6: "map_idx_value"}
-        if s in kinds:
-            return f"r{d} = {kinds[s]}[{imm & 0xFFFFFFFF}]" + (f"+{imm >> 32}" if s in (2, 6) and imm >> 32 else "")
-        return f"r{d} = {imm:#x}"
-    if cls in (Class.ALU, Class.ALU64):
-        r = "r" if cls == Class.ALU64 else "w"
-        aop = op & 0xF0
-        if aop == Alu.NEG:
-            return f"{r}{d} = -{r}{d}"
-        if aop == Alu.END:
-            kind = "bswap" if cls == Class.ALU64 else ("be" if op & 0x08 else "le")
-            return f"r{d} = {kind}{imm} r{d}"
-        sym = _ALU_SYM.get(aop, "?=")
-        if aop == Alu.DIV and off == 1:
-            sym = "s/="
-        if aop == Alu.MOD and off == 1:
-            sym = "s%="
-        srcs = f"{r}{s}" if op & 0x08 else f"{imm}"
-        if aop == Alu.MOV and off in (8, 16, 32) and op & 0x08:
-            return f"{r}{d} = ({'s' + str(off)}){r}{s}"
-        return f"{r}{d} {sym} {srcs}"
-    if cls == Class.LDX:
-        sz = _SZ_NAME.get(_SIZES.get(op & 0x18, 0), "?")
-        sx = "s" if op & 0xE0 == Mode.MEMSX else "u"
-        return f"r{d} = *({sx}{sz[1:]} *)(r{s} {off:+d})"
-    if cls == Class.ST:
-        sz = _SZ_NAME.get(_SIZES.get(op & 0x18, 0), "?")
-        return f"*({sz} *)(r{d} {off:+d}) = {imm}"
-    if cls == Class.STX:
-        sz = _SZ_NAME.get(_SIZES.get(op & 0x18, 0), "?")
-        if op & 0xE0 == Mode.ATOMIC:
-            return f"atomic[{imm:#x}] *({sz} *)(r{d} {off:+d}), r{s}"
-        return f"*({sz} *)(r{d} {off:+d}) = r{s}"
-    if cls == Class.LD:
-        sz = _SZ_NAME.get(_SIZES.get(op & 0x18, 0), "?")
-        if op & 0xE0 == Mode.ABS:
-            return f"r0 = *({sz} *)skb[{imm}]"
-        return f"r0 = *({sz} *)skb[r{s} + {imm}]"
-    if cls in (Class.JMP, Class.JMP32):
-        jop = op & 0xF0
-        if jop == Jmp.EXIT:
-            return "exit"
-        if jop == Jmp.CALL:
-            if s == 1:
-                return f"call pc{imm:+d}"
-            if s == 2:
-                return f"call kernel-function#{imm}"
-            return f"call {helper_name(imm)}#{imm}"
-        if jop == Jmp.JA:
-            return f"goto pc{(imm if cls == Class.JMP32 else off):+d}"
-        r = "w" if cls == Class.JMP32 else "r"
-        rhs = f"{r}{s}" if op & 0x08 else f"{imm:#x}"
-        return f"if {r}{d} {_JMP_SYM.get(jop, '?')} {rhs} goto pc{off:+d}"
-    return f"(bad opcode {op:#04x})"
 
 
 @dataclass

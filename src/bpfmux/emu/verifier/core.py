@@ -58,11 +58,12 @@ from dataclasses import dataclass
 
 from ...abi import ContextLayout, context_for
 from ...errors import BpfmuxError, VerifierError
+from ...isa.disasm import format_kernel, helper_name
 from ...isa.insn import Insn
 from ...isa.opcodes import LDDW, Alu, Class, Jmp, Mode, Size
 from ...uapi import AttachType, HelperId, MapFlags, MapType, ProgFlags, ProgType
 from .alu import branch, is_taken, scalar_alu, scalar_end, scalar_neg, sign_extend
-from .cfg import Cfg, Reject, build_cfg, format_insn, helper_name
+from .cfg import Cfg, Reject, build_cfg
 from .helpers import PROTOS, Arg, HelperProto, Ret, helpers_for, map_compatible
 from .state import (
     EMPTY_SLOT,
@@ -201,6 +202,11 @@ def _sized_unknown(size: int) -> Reg:
     return r
 
 
+def _render(lines: Iterable[str | tuple[int, Insn]]) -> str:
+    """The log text: instructions as the kernel's verifier log prints them (``3: (b7) r0 = 0``)."""
+    return "\n".join(x if isinstance(x, str) else f"{x[0]}: {format_kernel(x[1])}" for x in lines)
+
+
 def _slot_of(o: int) -> tuple[int, int]:
     """Stack slot and byte index of frame offset ``o`` (negative)."""
     k = (-o - 1) // 8
@@ -234,8 +240,9 @@ class _Verifier:
         self.helpers_used: set[int] = set()
         self.maps_used: set[int] = set()
         self.call_edges: set[tuple[int, int]] = set()
-        self.full_log: list[str] = []
-        self.recent: deque[str] = deque(maxlen=24)
+        # log lines; an instruction is kept as (slot, insn) and formatted only when the log is read
+        self.full_log: list[str | tuple[int, Insn]] = []
+        self.recent: deque[str | tuple[int, Insn]] = deque(maxlen=24)
         self.idx = 0
 
     # ------------------------------------------------------------------ driver
@@ -249,9 +256,9 @@ class _Verifier:
         except (BpfmuxError, ArithmeticError, ValueError, IndexError, KeyError, TypeError) as exc:
             # defensive: a bug or an unmodelled corner must not leak a raw exception
             raise VerifierError(errno.EINVAL, f"bpfmux verifier could not model this program: {exc!r}",
-                                log="\n".join(self.recent), program=self.name) from exc
+                                log=_render(self.recent), program=self.name) from exc
         summary = self._summary()
-        log = "\n".join([*self.full_log, summary]) if self.log_level >= 2 else summary
+        log = _render([*self.full_log, summary]) if self.log_level >= 2 else summary
         cfg = self.cfg
         return VerifierResult(
             self.processed, {cfg.subprogs[k]: self.depth.get(k, 0) for k in range(len(cfg.subprogs))}, max_depth,
@@ -268,7 +275,7 @@ class _Verifier:
         lines.append(r.msg)
         lines.append(self._summary())
         where = f" (insn {r.insn})" if r.insn is not None else ""
-        return VerifierError(r.errno, f"{r.msg}{where}", log="\n".join(lines), program=self.name)
+        return VerifierError(r.errno, f"{r.msg}{where}", log=_render(lines), program=self.name)
 
     def _reject(self, msg: str, err: int = errno.EACCES) -> Reject:
         slot = self.cfg.slots[self.idx] if self.cfg else None
@@ -324,14 +331,14 @@ class _Verifier:
                 self._finish(cur)
                 return
             insn = insns[idx]
-            self._log_line(f"{cfg.slots[idx]}: ({insn.opcode:02x}) {format_insn(insn, cfg.slots[idx])}")
+            self._log_line((cfg.slots[idx], insn))
             nxt = self._step(cur, idx, insn)
             if nxt < 0:
                 self._finish(cur)
                 return
             idx = nxt
 
-    def _log_line(self, line: str) -> None:
+    def _log_line(self, line: str | tuple[int, Insn]) -> None:
         self.recent.append(line)
         if self.log_level >= 2:
             self.full_log.append(line)
