@@ -11,8 +11,10 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, field
 
-from ...isa.insn import Insn
-from ...isa.opcodes import LDDW, Alu, Class, Jmp, Mode, Size
+from ...isa.analysis import is_atomic
+from ...isa.insn import Insn, canonical
+from ...isa.opcodes import ADDR_SPACE_CAST, CALLX, LDDW, Alu, Atomic, Class, Jmp, Mode, Size
+from ...isa.validity import Family, Flaw, FlawKind, flaws
 from .helpers import PROTOS
 
 
@@ -24,10 +26,6 @@ class Reject(Exception):
         self.errno = err
         self.msg = msg
         self.insn = insn
-
-
-_ALU_OPS = {int(o) for o in Alu}
-_JMP_OPS = {int(o) for o in Jmp}
 
 
 @dataclass
@@ -45,95 +43,57 @@ class Cfg:
     has_loops: bool = False
 
 
+#: The kernel's name of each group of instructions in "... uses reserved fields".
+_GROUP = {
+    Family.ALU: "BPF_ALU", Family.ALU64: "BPF_ALU64", Family.END: "BPF_END", Family.NEG: "BPF_NEG",
+    Family.JMP: "BPF_JMP/JMP32", Family.JCOND: "BPF_JMP/JMP32", Family.JA: "BPF_JA", Family.CALL: "BPF_CALL",
+    Family.EXIT: "BPF_EXIT", Family.LD_LEGACY: "BPF_LD_[ABS|IND]", Family.LDX: "BPF_LDX", Family.ST: "BPF_ST",
+    Family.STX: "BPF_STX", Family.ATOMIC: "BPF_ATOMIC",
+}
+
+
+def _kernel_message(flaw: Flaw) -> str:
+    """The kernel's words for an encoding problem found by :func:`bpfmux.isa.validity.flaws`."""
+    insn = flaw.insn
+    if flaw.field in ("dst", "src") and flaw.kind in (FlawKind.REGISTER, FlawKind.RANGE):
+        return f"R{getattr(insn, flaw.field)} is invalid"
+    if flaw.kind is FlawKind.OPCODE or flaw.field == "opcode":
+        return f"unknown opcode {insn.opcode:02x}"
+    if flaw.family is Family.LDDW:
+        return "invalid bpf_ld_imm64 insn"
+    if flaw.family is Family.ATOMIC and flaw.field == "size":
+        return "invalid atomic operand size"
+    if flaw.family is Family.ATOMIC and flaw.field == "imm":
+        return f"BPF_ATOMIC uses invalid atomic opcode {insn.imm:02x}"
+    return f"{_GROUP[flaw.family]} uses reserved fields"
+
+
 def _validate(insn: Insn, slot: int) -> None:
+    """Reject an invalid encoding, and the valid ones the kernel refuses on sight or this verifier does not model."""
+    found = list(flaws(canonical(insn)))
+    if found:
+        # a register that does not exist is named first, whatever else is wrong
+        flaw = next((f for f in found if f.kind is FlawKind.REGISTER), found[0])
+        raise Reject(errno.EINVAL, _kernel_message(flaw), slot)
     op, cls = insn.opcode, insn.opcode & 7
-    if insn.dst > 10 or insn.src > 10:
-        raise Reject(errno.EINVAL, f"R{max(insn.dst, insn.src)} is invalid", slot)
     if cls in (Class.ALU, Class.ALU64):
         aop = op & 0xF0
-        if aop not in _ALU_OPS:
-            raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-        if aop == Alu.END:
-            if insn.imm not in (16, 32, 64) or insn.src or (cls == Class.ALU64 and op & 0x08):
-                raise Reject(errno.EINVAL, "BPF_END uses reserved fields", slot)
-            return
-        if aop == Alu.NEG:
-            if insn.src or insn.off or insn.imm or op & 0x08:
-                raise Reject(errno.EINVAL, "BPF_NEG uses reserved fields", slot)
-            return
         if op & 0x08:
-            ok_off = (0,) if aop not in (Alu.DIV, Alu.MOD, Alu.MOV) else ((0, 1) if aop != Alu.MOV else
-                                                                           (0, 8, 16, 32))
-            if insn.imm or insn.off not in ok_off:
-                raise Reject(errno.EINVAL, f"BPF_{'ALU64' if cls == Class.ALU64 else 'ALU'} uses reserved fields",
-                             slot)
-        else:
-            ok_off = (0, 1) if aop in (Alu.DIV, Alu.MOD) else (0,)
-            if insn.src or insn.off not in ok_off:
-                raise Reject(errno.EINVAL, f"BPF_{'ALU64' if cls == Class.ALU64 else 'ALU'} uses reserved fields",
-                             slot)
-            if aop in (Alu.DIV, Alu.MOD) and insn.imm == 0:
-                raise Reject(errno.EINVAL, "div by zero", slot)
-            if aop in (Alu.LSH, Alu.RSH, Alu.ARSH):
-                bits = 64 if cls == Class.ALU64 else 32
-                if not 0 <= insn.imm < bits:
-                    raise Reject(errno.EINVAL, f"invalid shift {insn.imm}", slot)
-        return
-    if cls in (Class.JMP, Class.JMP32):
-        jop = op & 0xF0
-        if jop not in _JMP_OPS:
-            raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-        if jop == Jmp.EXIT:
-            if cls != Class.JMP or insn.src or insn.dst or insn.off or insn.imm or op & 0x08:
-                raise Reject(errno.EINVAL, "BPF_EXIT uses reserved fields", slot)
-        elif jop == Jmp.CALL:
-            if cls != Class.JMP or insn.off or insn.dst or op & 0x08 or insn.src > 2:
-                raise Reject(errno.EINVAL, "BPF_CALL uses reserved fields", slot)
-        elif jop == Jmp.JA:
-            if op & 0x08 or insn.src or insn.dst or (cls == Class.JMP and insn.imm) or (
-                    cls == Class.JMP32 and insn.off):
-                raise Reject(errno.EINVAL, "BPF_JA uses reserved fields", slot)
-        elif not op & 0x08 and insn.src:
-            raise Reject(errno.EINVAL, "BPF_JMP/JMP32 uses reserved fields", slot)
-        elif op & 0x08 and insn.imm:
-            raise Reject(errno.EINVAL, "BPF_JMP/JMP32 uses reserved fields", slot)
-        return
-    mode = op & 0xE0
-    if cls == Class.LD:
-        if op == LDDW:
-            if insn.src > 6 or insn.off:
-                raise Reject(errno.EINVAL, "invalid bpf_ld_imm64 insn", slot)
-            return
-        if mode in (Mode.ABS, Mode.IND) and op & 0x18 != Size.DW:
-            if insn.dst or insn.off or (mode == Mode.ABS and insn.src):
-                raise Reject(errno.EINVAL, "BPF_LD_[ABS|IND] uses reserved fields", slot)
-            return
-        raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-    if cls == Class.LDX:
-        if mode not in (Mode.MEM, Mode.MEMSX) or (mode == Mode.MEMSX and op & 0x18 == Size.DW):
-            raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-        if insn.imm:
-            raise Reject(errno.EINVAL, "BPF_LDX uses reserved fields", slot)
-        return
-    if cls == Class.ST:
-        if mode != Mode.MEM:
-            raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-        if insn.src:
-            raise Reject(errno.EINVAL, "BPF_ST uses reserved fields", slot)
-        return
-    if cls == Class.STX:
-        if mode == Mode.ATOMIC:
-            if op & 0x18 not in (Size.W, Size.DW):
-                raise Reject(errno.EINVAL, "invalid atomic operand size", slot)
-            if insn.imm not in (0x00, 0x01, 0x40, 0x41, 0x50, 0x51, 0xA0, 0xA1, 0xE1, 0xF1):
-                raise Reject(errno.EINVAL, f"BPF_ATOMIC uses invalid atomic opcode {insn.imm:02x}", slot)
-            return
-        if mode != Mode.MEM:
-            raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
-        if insn.imm:
-            raise Reject(errno.EINVAL, "BPF_STX uses reserved fields", slot)
-        return
-    raise Reject(errno.EINVAL, f"unknown opcode {op:02x}", slot)
+            if aop == Alu.MOV and insn.off == ADDR_SPACE_CAST:
+                raise Reject(errno.EINVAL, "addr_space_cast insn can only be used in a program that has an "
+                             "associated arena", slot)
+        elif aop in (Alu.DIV, Alu.MOD) and insn.imm == 0:
+            raise Reject(errno.EINVAL, "div by zero", slot)
+        elif aop in (Alu.LSH, Alu.RSH, Alu.ARSH):
+            bits = 64 if cls == Class.ALU64 else 32
+            if not 0 <= insn.imm < bits:
+                raise Reject(errno.EINVAL, f"invalid shift {insn.imm}", slot)
+    elif op == CALLX:
+        raise Reject(errno.EINVAL, "BPF_CALL uses reserved fields", slot)
+    elif is_atomic(insn) and insn.imm in (Atomic.LOAD_ACQ, Atomic.STORE_REL):  # not modelled
+        if op & 0x18 not in (Size.W, Size.DW):
+            raise Reject(errno.EINVAL, "invalid atomic operand size", slot)
+        raise Reject(errno.EINVAL, f"BPF_ATOMIC uses invalid atomic opcode {insn.imm:02x}", slot)
 
 
 def _uses_defs(insn: Insn) -> tuple[int, int]:

@@ -265,8 +265,7 @@ def insn_rw(code: Code, pc: int) -> tuple[frozenset[int], frozenset[int]]:
         return frozenset((0,)), _NONE
     if o == 0x80:
         if x:
-            reg = dst or imm
-            return _ARGS | ({reg} - {10} if 0 <= reg <= 10 else set()), frozenset((0,))
+            return _ARGS | ({dst} - {10}), frozenset((0,))
         if src == 0 and imm == 12:
             return _ARGS, _NONE
         return _ARGS, frozenset((0,))

@@ -5,6 +5,7 @@ See :mod:`bpfmux.emu` for an overview and examples.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import random
 import sys
@@ -13,7 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, VerifierError
-from ...isa.insn import Insn, decode
+from ...isa.analysis import regs_written
+from ...isa.insn import Insn, canonical, decode
+from ...isa.opcodes import ADDR_SPACE_CAST, CALL, LDDW, Alu, CallKind, Class, Pseudo, Source
+from ...isa.validity import FlawKind, flaws
 from ...uapi import MapType, ProgType
 from . import interp
 from .helpers import HelperTable
@@ -24,9 +28,6 @@ from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Tas
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
 TIERS = ("checked", "fast")
-
-#: Pseudo ``src_reg`` values of ``lddw``.
-_PSEUDO_MAP_FD, _PSEUDO_MAP_VALUE, _PSEUDO_BTF_ID, _PSEUDO_FUNC, _PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE = 1, 2, 3, 4, 5, 6
 
 
 @dataclass
@@ -98,28 +99,19 @@ class EmuProgram:
         code = self.code
         for insn in self.insns:
             pc = len(code)
+            insn, problem = runnable(insn)
             op, dst, src, off, imm = insn.opcode, insn.dst, insn.src, insn.off, insn.imm
-            if op == 0x18:
-                if dst >= 10:
-                    self.invalid[pc] = "r10 (frame pointer) is read-only" if dst == 10 else "register out of range"
-                    code.append((interp.INVALID, 0, 0, 0, 0))
-                else:
-                    value = self._resolve_lddw(pc, src, imm & M64, fd_array)
-                    code.append((op, dst, 0, off, value))
-                code.append((interp.MIDDLE_OF_LDDW, 0, 0, 0, 0))
-                continue
-            imm &= M32
-            if imm & 0x80000000:
-                imm -= 1 << 32
-            problem = "register out of range" if dst > 10 or (src > 10 and op != 0x85) else \
-                interp.insn_problem(op, dst, src, off, imm)
             if problem is not None:
                 self.invalid[pc] = problem
                 code.append((interp.INVALID, 0, 0, 0, 0))
-                continue
-            code.append((op, dst, src, off, imm))
-            if op == 0x85 and src == 1:
-                self.entries.add(pc + 1 + imm)
+            elif op == LDDW:
+                code.append((op, dst, 0, off, self._resolve_lddw(pc, src, imm & M64, fd_array)))
+            else:
+                code.append((op, dst, src, off, imm))
+                if op == CALL and src == CallKind.PSEUDO_CALL:
+                    self.entries.add(pc + 1 + imm)
+            if op == LDDW:
+                code.append((interp.MIDDLE_OF_LDDW, 0, 0, 0, 0))
         for pc in list(self.entries):
             if not 0 <= pc < len(code):
                 self.entries.discard(pc)
@@ -128,9 +120,9 @@ class EmuProgram:
         vm = self.vm
         if src == 0:
             return imm
-        if src in (_PSEUDO_MAP_FD, _PSEUDO_MAP_VALUE, _PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE):
+        if src in (Pseudo.MAP_FD, Pseudo.MAP_VALUE, Pseudo.MAP_IDX, Pseudo.MAP_IDX_VALUE):
             ref = imm & M32
-            if src in (_PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE):
+            if src in (Pseudo.MAP_IDX, Pseudo.MAP_IDX_VALUE):
                 if fd_array is None or ref >= len(fd_array):
                     raise VerifierError(errno.EINVAL, f"{self.name}: insn {pc} refers to fd_array[{ref}] but "
                                         "no such fd_array entry was given (load(..., fd_array=))",
@@ -141,11 +133,11 @@ class EmuProgram:
                 raise VerifierError(errno.EBADF, f"{self.name}: insn {pc}: fd {ref} is not a map of this VM; "
                                     "create maps with VM.create_map() and relocate with their .fd",
                                     program=self.name)
-            if src in (_PSEUDO_MAP_FD, _PSEUDO_MAP_IDX):
+            if src in (Pseudo.MAP_FD, Pseudo.MAP_IDX):
                 return mp.handle
             off = imm >> 32
             return mp.direct_value_addr(off)
-        if src == _PSEUDO_FUNC:
+        if src == Pseudo.FUNC:
             rel = imm & M32
             if rel & 0x80000000:
                 rel -= 1 << 32
@@ -155,7 +147,7 @@ class EmuProgram:
                                     "the program", program=self.name)
             self.entries.add(target)
             return self.code_addr + 8 * target
-        if src == _PSEUDO_BTF_ID:
+        if src == Pseudo.BTF_ID:
             addr = vm.ksyms.get(imm & M32)
             if addr is None:
                 raise NotSupportedError("ksym", f"{self.name}: insn {pc} loads kernel symbol BTF id "
@@ -295,6 +287,35 @@ class EmuProgram:
 
     def __repr__(self) -> str:
         return f"<EmuProgram {self.name!r} fd={self.fd} {len(self.code)} slots>"
+
+
+def runnable(insn: Insn) -> tuple[Insn, str | None]:
+    """The instruction as the VM runs it, and why it never can (``None`` when it can).
+
+    The VM runs every valid encoding (:mod:`bpfmux.isa.validity`) except
+    ``addr_space_cast`` (no arenas) and writes to r10. It is lenient where the
+    meaning is clear: fields the operation does not use are ignored (set to
+    zero in the returned instruction) and a 32-bit ``imm`` may be given
+    unsigned. An ``lddw`` of an unknown pseudo source is left to the loader,
+    which refuses it.
+    """
+    insn = canonical(insn)
+    unused: dict[str, int] = {}
+    for flaw in flaws(insn):
+        if flaw.kind is FlawKind.RESERVED:
+            if flaw.field != "imm2":  # the loader reads only the low word of a map reference
+                unused[flaw.field] = 0
+            continue
+        if insn.opcode == LDDW and flaw.kind is FlawKind.OPERAND:
+            break
+        return insn, str(flaw)
+    if unused:
+        insn = dataclasses.replace(insn, **unused)
+    if 10 in regs_written(insn):
+        return insn, "r10 (frame pointer) is read-only"
+    if insn.opcode == Class.ALU64 | Alu.MOV | Source.X and insn.off == ADDR_SPACE_CAST:
+        return insn, "addr_space_cast (arena) is not supported"
+    return insn, None
 
 
 def resolve_function(rs: RunState, addr: int) -> tuple[EmuProgram, int]:

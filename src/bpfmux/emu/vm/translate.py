@@ -423,8 +423,7 @@ class _Func:
         mod = self.mod
         args = ", ".join(self.v(r) for r in (1, 2, 3, 4, 5))
         if op & 0x08:  # callx
-            reg = dst or imm
-            self.assign(0, f"_CALLX(_rs, {pc}, {self.v(reg)}, {args}, _d)", out, ind, pc)
+            self.assign(0, f"_CALLX(_rs, {pc}, {self.v(dst)}, {args}, _d)", out, ind, pc)
             return
         if src == 0:
             fn = mod.vm.helpers.table.get(imm)
