@@ -69,8 +69,6 @@ __all__ = [
     "mem_size",
     "mnemonic",
     "pseudo",
-    "regs_read",
-    "regs_written",
     "slot_index",
     "subprogram_entries",
 ]
@@ -119,8 +117,6 @@ _SIZE_SUFFIX = {Size.B: "b", Size.H: "h", Size.W: "w", Size.DW: "dw"}
 _COND_JMPS = frozenset(
     {Jmp.JEQ, Jmp.JGT, Jmp.JGE, Jmp.JSET, Jmp.JNE, Jmp.JSGT, Jmp.JSGE, Jmp.JLT, Jmp.JLE, Jmp.JSLT, Jmp.JSLE}
 )
-_ARG_REGS = frozenset({1, 2, 3, 4, 5})
-_CALLER_SAVED = frozenset({0, 1, 2, 3, 4, 5})
 
 
 # --------------------------------------------------------------------------- classes
@@ -368,74 +364,6 @@ def subprogram_entries(insns: Sequence[Insn]) -> list[int]:
             entries.add(index[target])
         pos += insn.size
     return sorted(entries)
-
-
-# --------------------------------------------------------------------------- registers
-
-
-def regs_read(insn: Insn) -> frozenset[int]:
-    """Registers an instruction reads (calls: r1-r5 conservatively; ``exit``: r0).
-
-    Only meaningful for valid instructions.
-    """
-    op = insn.opcode
-    cls = op & 0x07
-    if cls in (Class.ALU, Class.ALU64):
-        aop = op & 0xF0
-        if aop == Alu.MOV:
-            return frozenset({insn.src}) if op & Source.X else frozenset()
-        if aop in (Alu.NEG, Alu.END) or not op & Source.X:
-            return frozenset({insn.dst})
-        return frozenset({insn.dst, insn.src})
-    if cls in (Class.JMP, Class.JMP32):
-        if op == EXIT:
-            return frozenset({0})
-        if op == CALL:
-            return _ARG_REGS
-        if op == CALLX:
-            return _ARG_REGS | {insn.dst}
-        if is_cond_jump(insn):
-            return frozenset({insn.dst, insn.src}) if op & Source.X else frozenset({insn.dst})
-        return frozenset()
-    if cls == Class.LD:
-        if op == LDDW:
-            return frozenset()
-        mode = op & 0xE0
-        return frozenset({6, insn.src}) if mode == Mode.IND else frozenset({6})
-    if cls == Class.LDX:
-        return frozenset({insn.src})
-    if cls == Class.ST:
-        return frozenset({insn.dst})
-    # STX
-    if is_atomic(insn):
-        if insn.imm == Atomic.LOAD_ACQ:
-            return frozenset({insn.src})
-        if insn.imm == Atomic.CMPXCHG:
-            return frozenset({insn.dst, insn.src, 0})
-    return frozenset({insn.dst, insn.src})
-
-
-def regs_written(insn: Insn) -> frozenset[int]:
-    """Registers an instruction writes (calls and legacy loads: r0-r5, as they clobber them).
-
-    Only meaningful for valid instructions.
-    """
-    op = insn.opcode
-    cls = op & 0x07
-    if cls in (Class.ALU, Class.ALU64, Class.LDX):
-        return frozenset({insn.dst})
-    if cls == Class.LD:
-        return frozenset({insn.dst}) if op == LDDW else _CALLER_SAVED
-    if op in (CALL, CALLX):
-        return _CALLER_SAVED
-    if is_atomic(insn):
-        if insn.imm == Atomic.LOAD_ACQ:
-            return frozenset({insn.dst})
-        if insn.imm == Atomic.CMPXCHG:
-            return frozenset({0})
-        if insn.imm & Atomic.FETCH and insn.imm != Atomic.STORE_REL:
-            return frozenset({insn.src})
-    return frozenset()
 
 
 # --------------------------------------------------------------------------- names

@@ -11,9 +11,10 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, field
 
-from ...isa.analysis import is_atomic
-from ...isa.insn import Insn, canonical
-from ...isa.opcodes import ADDR_SPACE_CAST, CALLX, LDDW, Alu, Atomic, Class, Jmp, Mode, Size
+from ...isa.analysis import call_target, is_atomic, is_helper_call, is_jump, is_ld_func, is_pseudo_call, jump_target
+from ...isa.flow import CFG, by_slot, live_in, regs_read, regs_written
+from ...isa.insn import Insn, canonical, slot_offsets
+from ...isa.opcodes import ADDR_SPACE_CAST, CALLX, LDDW, Alu, Atomic, Class, Jmp, Size
 from ...isa.validity import Family, Flaw, FlawKind, flaws
 from .helpers import PROTOS
 
@@ -96,43 +97,13 @@ def _validate(insn: Insn, slot: int) -> None:
         raise Reject(errno.EINVAL, f"BPF_ATOMIC uses invalid atomic opcode {insn.imm:02x}", slot)
 
 
-def _uses_defs(insn: Insn) -> tuple[int, int]:
-    """(use mask, def mask) of registers for liveness."""
-    op, cls = insn.opcode, insn.opcode & 7
-    d, s = 1 << insn.dst, 1 << insn.src
-    if cls in (Class.ALU, Class.ALU64):
-        aop = op & 0xF0
-        use = 0 if aop == Alu.MOV else d
-        if op & 0x08 and aop not in (Alu.END, Alu.NEG):
-            use |= s
-        return use, d
-    if cls == Class.LDX:
-        return s, d
-    if cls == Class.ST:
-        return d, 0
-    if cls == Class.STX:
-        use = d | s
-        if op & 0xE0 == Mode.ATOMIC:
-            if insn.imm == 0xF1:
-                return use | 1, 1
-            if insn.imm & 1:
-                return use, s
-        return use, 0
-    if cls == Class.LD:
-        if op == LDDW:
-            return 0, d
-        return (1 << 6) | (s if op & 0xE0 == Mode.IND else 0), 0x3F
-    jop = op & 0xF0
-    if jop == Jmp.EXIT:
-        return 1, 0
-    if jop == Jmp.CALL:
-        if insn.src == 0 and insn.imm in PROTOS:
-            n = len(PROTOS[insn.imm].args)
-            return (1 << (n + 1)) - 2, 0x3F
-        return 0x3E, 0x3F
-    if jop == Jmp.JA:
-        return 0, 0
-    return d | (s if op & 0x08 else 0), 0
+def _reads_writes(insn: Insn | None) -> tuple[frozenset[int], frozenset[int]]:
+    """Registers an instruction reads and writes, calls of modelled helpers reading only their arguments."""
+    if insn is None:
+        return frozenset(), frozenset()
+    proto = PROTOS.get(insn.imm) if is_helper_call(insn) else None
+    nargs = 5 if proto is None else len(proto.args)
+    return regs_read(insn, call_args=nargs), regs_written(insn)
 
 
 def build_cfg(insns: list[Insn]) -> Cfg:
@@ -143,12 +114,8 @@ def build_cfg(insns: list[Insn]) -> Cfg:
     n = len(insns)
     if n == 0:
         raise Reject(errno.EINVAL, "empty program")
-    slots: list[int] = []
-    pos = 0
-    for i in insns:
-        slots.append(pos)
-        pos += i.size
-    nslots = pos
+    slots = slot_offsets(insns)
+    nslots = slots[-1] + insns[-1].size
     if nslots > 1_000_000:
         raise Reject(errno.E2BIG, f"program has {nslots} instructions; the limit is 1000000")
     slot_to_idx = {s: i for i, s in enumerate(slots)}
@@ -157,32 +124,20 @@ def build_cfg(insns: list[Insn]) -> Cfg:
     for i, insn in enumerate(insns):
         slot = slots[i]
         _validate(insn, slot)
-        op, cls = insn.opcode, insn.opcode & 7
-        if cls in (Class.JMP, Class.JMP32):
-            jop = op & 0xF0
-            if jop == Jmp.CALL:
-                if insn.src == 1:
-                    t = slot + insn.imm + 1
-                    if t < 0 or t >= nslots or t not in slot_to_idx:
-                        raise Reject(errno.EINVAL, "call to invalid destination", slot)
-                    targets[i] = slot_to_idx[t]
-                    sub_starts.add(targets[i])
-                continue
-            if jop == Jmp.EXIT:
-                continue
-            off = insn.imm if (jop == Jmp.JA and cls == Class.JMP32) else insn.off
-            t = slot + off + 1
+        if is_pseudo_call(insn) or is_ld_func(insn):
+            t = call_target(insn, slot)
+            if t not in slot_to_idx:
+                raise Reject(errno.EINVAL, "call to invalid destination" if is_pseudo_call(insn) else
+                             "invalid func pointer destination", slot)
+            targets[i] = slot_to_idx[t]
+            sub_starts.add(targets[i])
+        elif is_jump(insn):
+            t = jump_target(insn, slot)
             if t < 0 or t >= nslots:
                 raise Reject(errno.EINVAL, f"jump out of range from insn {slot} to {t}", slot)
             if t not in slot_to_idx:
                 raise Reject(errno.EINVAL, f"jump into the middle of ldimm64 insn {t - 1}", slot)
             targets[i] = slot_to_idx[t]
-        elif op == LDDW and insn.src == 4:
-            t = slot + _s32(insn.imm & 0xFFFFFFFF) + 1
-            if t < 0 or t >= nslots or t not in slot_to_idx:
-                raise Reject(errno.EINVAL, "invalid func pointer destination", slot)
-            targets[i] = slot_to_idx[t]
-            sub_starts.add(targets[i])
     subprogs = sorted(sub_starts)
     subprog_of = [0] * n
     k = 0
@@ -275,47 +230,18 @@ def build_cfg(insns: list[Insn]) -> Cfg:
             if jop != Jmp.JA and i + 1 < n:
                 prune[i + 1] = True
     cfg = Cfg(insns, slots, slot_to_idx, targets, subprogs, subprog_of, prune, has_loops=has_loops)
-    cfg.live = _liveness(cfg, succs)
+    cfg.live = _liveness(cfg)
     return cfg
 
 
-def _s32(v: int) -> int:
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
-def _liveness(cfg: Cfg, succs) -> list[int]:
-    insns = cfg.insns
-    n = len(insns)
-    ud = [_uses_defs(i) for i in insns]
-    live = [0] * n
-    # successors for liveness stay inside the function: calls continue at i+1
-    local: list[list[int]] = []
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for i, insn in enumerate(insns):
-        op = insn.opcode
-        if op & 7 in (Class.JMP, Class.JMP32) and op & 0xF0 == Jmp.CALL:
-            ss = [i + 1] if i + 1 < n else []
-        elif op == LDDW:
-            ss = [i + 1] if i + 1 < n else []
-        else:
-            ss = succs(i)
-        local.append(ss)
-        for j in ss:
-            preds[j].append(i)
-    work = list(range(n - 1, -1, -1))
-    inwork = bytearray([1]) * n
-    while work:
-        i = work.pop()
-        inwork[i] = 0
-        out = 0
-        for j in local[i]:
-            out |= live[j]
-        use, d = ud[i]
-        new = use | (out & ~d)
-        if new != live[i]:
-            live[i] = new
-            for p in preds[i]:
-                if not inwork[p]:
-                    inwork[p] = 1
-                    work.append(p)
+def _liveness(cfg: Cfg) -> list[int]:
+    """Live-in registers (bit mask) of each instruction, function by function."""
+    code = by_slot(cfg.insns)
+    live = [0] * len(cfg.insns)
+    for start in cfg.subprogs:
+        for slot, regs in live_in(CFG(code, cfg.slots[start]), _reads_writes).items():
+            mask = 0
+            for r in regs:
+                mask |= 1 << r
+            live[cfg.slot_to_idx[slot]] = mask
     return live

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, VerifierError
-from ...isa.analysis import regs_written
+from ...isa.flow import regs_written
 from ...isa.insn import Insn, canonical, decode
 from ...isa.opcodes import ADDR_SPACE_CAST, CALL, LDDW, Alu, CallKind, Class, Pseudo, Source
 from ...isa.validity import FlawKind, flaws
@@ -65,6 +65,9 @@ class EmuProgram:
     :ivar insns: the instructions as given (relocations unresolved).
     :ivar code: one ``(opcode, dst, src, off, imm)`` tuple per slot, with
         ``lddw`` pseudo loads resolved to addresses.
+    :ivar slots: the instruction starting at each slot as the VM runs it
+        (see :func:`runnable`), ``None`` where none can run (code for
+        :mod:`bpfmux.isa.flow`).
     :ivar code_addr: address of slot 0 (``BPF_PSEUDO_FUNC`` addresses are
         ``code_addr + 8 * slot``).
     :ivar entries: slots where functions start (0, call and callback targets).
@@ -81,6 +84,7 @@ class EmuProgram:
         self._closed = False
         self.code_addr = vm.space.add_handle(self)
         self.code: list[tuple[int, int, int, int, int]] = []
+        self.slots: list[Insn | None] = []
         self.invalid: dict[int, str] = {}
         self.entries: set[int] = {0}
         try:
@@ -97,10 +101,12 @@ class EmuProgram:
 
     def _prepare(self, fd_array: Sequence[int] | None) -> None:
         code = self.code
+        slots = self.slots
         for insn in self.insns:
             pc = len(code)
             insn, problem = runnable(insn)
             op, dst, src, off, imm = insn.opcode, insn.dst, insn.src, insn.off, insn.imm
+            slots.append(None if problem is not None else insn)
             if problem is not None:
                 self.invalid[pc] = problem
                 code.append((interp.INVALID, 0, 0, 0, 0))
@@ -112,6 +118,7 @@ class EmuProgram:
                     self.entries.add(pc + 1 + imm)
             if op == LDDW:
                 code.append((interp.MIDDLE_OF_LDDW, 0, 0, 0, 0))
+                slots.append(None)
         for pc in list(self.entries):
             if not 0 <= pc < len(code):
                 self.entries.discard(pc)

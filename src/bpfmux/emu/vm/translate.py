@@ -24,6 +24,7 @@ identical programs share one compiled code object (:data:`_CODE_CACHE`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import struct
@@ -33,8 +34,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BpfmuxError, EmulatorFault
+from ...isa.flow import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, live_out, regs_read, regs_written
+from ...isa.insn import Insn
 from . import interp
-from .cfg import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, insn_rw, liveness
 from .interp import INVALID, MIDDLE_OF_LDDW, s32
 from .runtime import MAX_CALL_FRAMES, RunState
 
@@ -56,6 +58,18 @@ _CODE_CACHE_MAX = 512
 _REG_RE = re.compile(r"\br(\d+)\b")
 _ST = {n: struct.Struct(f) for n, f in ((1, "<B"), (2, "<H"), (4, "<I"), (8, "<Q"))}
 _STS = {n: struct.Struct(f) for n, f in ((1, "<b"), (2, "<h"), (4, "<i"))}
+
+
+_NONE: frozenset[int] = frozenset()
+_FP = frozenset((10,))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rw(insn: Insn | None) -> tuple[frozenset[int], frozenset[int]]:
+    """Registers an instruction reads and writes as the VM runs it (r10 left out: it never changes)."""
+    if insn is None:
+        return _NONE, _NONE
+    return regs_read(insn, abi=False) - _FP, regs_written(insn, abi=False)
 
 
 class _Fallback(Exception):
@@ -90,10 +104,11 @@ class _Func:
         self.prog = mod.prog
         self.code = mod.prog.code
         self.entry = entry
-        self.cfg = CFG(self.code, entry)
+        self.slots = mod.prog.slots
+        self.cfg = CFG(self.slots, entry)
         self.sym: dict[int, tuple[Any, ...]] = {}
         self.exit_value = "r0"
-        self.live_out = liveness(self.cfg)
+        self.live_out = live_out(self.cfg, _rw)
         self.live_after: dict[int, frozenset[int]] = {}
         self.fusable: set[int] = set()
 
@@ -568,7 +583,7 @@ class _Func:
         else:
             live = self.live_out[bid]
             if blk.term == COND:
-                live = live | insn_rw(self.code, last)[0]
+                live = live | _rw(self.slots[last])[0]
             self.flush(out, ind, last, live)
 
     def analyse_block(self, blk: Any) -> None:
@@ -576,7 +591,7 @@ class _Func:
         results used exactly once later in the block (fused into that use)."""
         code = self.code
         live = set(self.live_out[blk.id])
-        rws = [insn_rw(code, pc) for pc in blk.pcs]
+        rws = [_rw(self.slots[pc]) for pc in blk.pcs]
         after: dict[int, frozenset[int]] = {}
         for pc, (reads, writes) in zip(reversed(blk.pcs), reversed(rws), strict=True):
             after[pc] = frozenset(live)
