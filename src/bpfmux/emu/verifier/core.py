@@ -90,8 +90,6 @@ __all__ = ["KfuncInfo", "MapInfo", "VerifierResult", "verify"]
 COMPLEXITY_LIMIT = 1_000_000
 #: Most call frames (``MAX_CALL_FRAMES``).
 MAX_CALL_FRAMES = 8
-#: Explored states kept per instruction before the oldest finished ones are dropped.
-MAX_STATES_PER_INSN = 64
 _SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
 _PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
@@ -1109,7 +1107,7 @@ class _Verifier:
             if size == 0:
                 raise self._reject(f"{rn} invalid zero-sized read")
             write = kind == Arg.PTR_TO_UNINIT_MAP_VALUE
-            self._helper_mem(st, argno, reg, size, size, write, meta, zero_ok=False)
+            self._helper_mem(st, argno, reg, size, write, meta, zero_ok=False)
             if kind == Arg.PTR_TO_MAP_KEY:
                 meta.const_key = self._const_key(st, reg, size)
             return
@@ -1128,7 +1126,7 @@ class _Verifier:
             if reg.type not in (T.PTR_TO_STACK, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM) or reg.null:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, "
                                    f"mem, ringbuf_mem, buf")
-            self._helper_mem(st, argno, reg, size, size, True, meta, zero_ok=False)
+            self._helper_mem(st, argno, reg, size, True, meta, zero_ok=False)
             return
         if kind == Arg.PTR_TO_ALLOC_MEM:
             if reg.type != T.PTR_TO_MEM or not reg.ref:
@@ -1199,9 +1197,9 @@ class _Verifier:
             return
         pno, ptr, write = meta.mem_reg
         meta.mem_reg = None
-        self._helper_mem(st, pno, ptr, reg.umin, reg.umax, write, meta, zero_ok)
+        self._helper_mem(st, pno, ptr, reg.umax, write, meta, zero_ok)
 
-    def _helper_mem(self, st: VState, regno: int, reg: Reg, lo_size: int, size: int, write: bool, meta: _CallMeta,
+    def _helper_mem(self, st: VState, regno: int, reg: Reg, size: int, write: bool, meta: _CallMeta,
                     zero_ok: bool) -> None:
         """Check that a helper may access ``size`` bytes at ``reg``."""
         rn = f"R{regno}"

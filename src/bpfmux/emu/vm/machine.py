@@ -9,7 +9,7 @@ import dataclasses
 import errno
 import random
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +153,7 @@ class EmuProgram:
                 raise VerifierError(errno.EINVAL, f"{self.name}: insn {pc}: function address points outside "
                                     "the program", program=self.name)
             self.entries.add(target)
-            return self.code_addr + 8 * target
+            return self.func_addr(target)
         if src == Pseudo.BTF_ID:
             addr = vm.ksyms.get(imm & M32)
             if addr is None:
@@ -202,7 +202,6 @@ class EmuProgram:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
         rs = RunState(vm, self, tier, context)
-        rs.ctx_addr = args[0]
         vm._running += 1
         try:
             if tier == "checked":
@@ -437,7 +436,7 @@ class VM:
         if int(mtype) == MapType.PERF_EVENT_ARRAY and max_entries == 0:
             max_entries = self.ncpus  # libbpf: one slot per possible CPU
         mp = self.create_map(mtype, spec.key_size, spec.value_size, max_entries, flags=int(flags or 0),
-                             name=getattr(spec, "name", "") or "", inner=inner)
+                             name=spec.name or "", inner=inner)
         data = None
         for attr in ("value", "data", "contents"):
             data = getattr(spec, attr, None)
@@ -580,10 +579,6 @@ class VM:
     def region_at(self, addr: int) -> Region | None:
         """The region containing ``addr`` (see :class:`AddressSpace`)."""
         return self.space.region_at(addr)
-
-
-def _iter_fds(objs: Iterable[Any]) -> list[int]:
-    return [o.fd for o in objs]
 
 
 __all__ = ["TIERS", "VM", "EmuProgram", "RunResult", "SLOT_SHIFT", "BpfError", "resolve_function"]

@@ -779,7 +779,6 @@ class _Module:
         self.globals: dict[str, Any] = {}
         self.debug: dict[int, tuple[int, bool]] = {}
         self.wanted: list[int] = []
-        self.uses_addr = False
 
     def bind(self, name: str, value: Any) -> str:
         self.globals[name] = value
@@ -886,11 +885,6 @@ def _callx(rs: RunState, pc: int, target: int, r1: int, r2: int, r3: int, r4: in
     if depth + 1 >= MAX_CALL_FRAMES:
         raise EmulatorFault(f"insn {pc}: call depth exceeds {MAX_CALL_FRAMES} frames", pc=pc)
     return callee.fast_function(off // 8)(rs, r1, r2, r3, r4, r5, depth + 1)
-
-
-def program_source(prog: EmuProgram, dispatch: bool = False) -> str:
-    """The Python source the fast tier generates for ``prog`` (for reading)."""
-    return _Module(prog).build(dispatch)[0]
 
 
 def compile_program(prog: EmuProgram, dispatch: bool = False) -> dict[int, Callable[..., int]]:
