@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ParseError
-from .insn import Insn
+from .insn import Insn, slot_offsets
 from .opcodes import (
     ADDR_SPACE_CAST,
     CALL,
@@ -308,12 +308,7 @@ def call_target(insn: Insn, slot: int) -> int:
 
 def slot_index(insns: Sequence[Insn]) -> dict[int, int]:
     """Map from slot number to list index for each instruction start."""
-    out: dict[int, int] = {}
-    pos = 0
-    for i, insn in enumerate(insns):
-        out[pos] = i
-        pos += insn.size
-    return out
+    return {slot: i for i, slot in enumerate(slot_offsets(insns))}
 
 
 def branch_targets(insns: Sequence[Insn]) -> list[int | None]:

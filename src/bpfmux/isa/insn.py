@@ -9,6 +9,7 @@ the kernel does.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ParseError
@@ -140,7 +141,7 @@ def decode(data: bytes, source: str | None = None, *, strict: bool = False) -> l
     return out
 
 
-def slot_offsets(insns: list[Insn]) -> list[int]:
+def slot_offsets(insns: Sequence[Insn]) -> list[int]:
     """Slot index of each instruction (``lddw`` takes two slots)."""
     out = []
     pos = 0

@@ -2,8 +2,10 @@
 reachability, prune points and register liveness.
 
 Everything here looks at the instruction list only (no abstract values).
-Failures raise ``_Reject`` with the kernel's wording and errno (``EINVAL`` for
-malformed programs).
+Encodings are judged by :mod:`bpfmux.isa.validity` and liveness computed by
+:mod:`bpfmux.isa.flow`; this module words their findings the kernel's way.
+Failures raise :class:`Reject` with the kernel's wording and errno
+(``EINVAL`` for malformed programs).
 """
 
 from __future__ import annotations

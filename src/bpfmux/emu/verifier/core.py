@@ -60,7 +60,7 @@ from ...abi import ContextLayout, context_for
 from ...errors import BpfmuxError, VerifierError
 from ...isa.disasm import format_kernel, helper_name
 from ...isa.insn import Insn
-from ...isa.opcodes import LDDW, Alu, Class, Jmp, Mode, Size
+from ...isa.opcodes import LDDW, SIZE_BYTES, Alu, Class, Jmp, Mode
 from ...uapi import AttachType, HelperId, MapFlags, MapType, ProgFlags, ProgType
 from .alu import branch, is_taken, scalar_alu, scalar_end, scalar_neg, sign_extend
 from .cfg import Cfg, Reject, build_cfg
@@ -90,7 +90,6 @@ __all__ = ["KfuncInfo", "MapInfo", "VerifierResult", "verify"]
 COMPLEXITY_LIMIT = 1_000_000
 #: Most call frames (``MAX_CALL_FRAMES``).
 MAX_CALL_FRAMES = 8
-_SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
 _PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
                      ProgType.TRACING}
@@ -401,7 +400,7 @@ class _Verifier:
             base = self._read(fr, insn.src)
             if insn.dst == 10:
                 raise self._reject("frame pointer is read only")
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             val = self._mem(st, base, insn.src, insn.off, size, False, None)
             if insn.opcode & 0xE0 == Mode.MEMSX and val.type == T.SCALAR:
                 val = sign_extend(val, 8 * size, 64)
@@ -409,14 +408,14 @@ class _Verifier:
             return idx + 1
         if cls == Class.ST:
             base = self._read(fr, insn.dst)
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             imm = insn.imm & ((1 << (8 * size)) - 1) if size < 8 else insn.imm
             self._mem(st, base, insn.dst, insn.off, size, True, Reg.const(imm))
             return idx + 1
         if cls == Class.STX:
             base = self._read(fr, insn.dst)
             val = self._read(fr, insn.src)
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             if insn.opcode & 0xE0 == Mode.ATOMIC:
                 self._atomic(st, fr, insn, base, val, size)
                 return idx + 1
@@ -778,7 +777,7 @@ class _Verifier:
             self._read(fr, insn.src)
         for r in range(1, 6):
             fr.regs[r] = NOT_INIT
-        fr.regs[0] = _sized_unknown(_SIZES[insn.opcode & 0x18])
+        fr.regs[0] = _sized_unknown(SIZE_BYTES[insn.opcode & 0x18])
         return idx + 1
 
     # ------------------------------------------------------------------ branches
