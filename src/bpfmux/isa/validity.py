@@ -138,7 +138,7 @@ def flaws(insn: Insn) -> Iterator[Flaw]:
     """
     op = insn.opcode
     if not 0 <= op <= 0xFF:
-        yield Flaw(insn, FlawKind.RANGE, Family.ALU, "opcode", f"opcode {op} does not fit 8 bits")
+        yield Flaw(insn, FlawKind.RANGE, _family(insn), "opcode", f"opcode {op} does not fit 8 bits")
         return
     if not 0 <= insn.dst <= MAX_REG:
         yield _flaw(insn, FlawKind.REGISTER, "dst", f"dst register r{insn.dst} does not exist (r0-r10)")
@@ -191,6 +191,8 @@ def validate_program(insns: Sequence[Insn], *, targets: bool = True, source: str
     start inside the program. (Semantic checks such as "the last instruction
     must be an exit" belong to the verifier.)
 
+    :param targets: also check the jump and call targets (off for a strict
+        decode, which checks instructions one by one).
     :param source: names the input in the error (see :class:`ParseError`).
     :raises ParseError: the message names the slot, the instruction and the problem.
     """
