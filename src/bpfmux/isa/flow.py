@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..uapi import HelperId
 from .analysis import is_cond_jump, is_jump, jump_target
 from .insn import Insn
 from .opcodes import CALL, CALLX, JA, JA32, LDDW, Alu, Atomic, Class, Mode, Source
@@ -40,7 +41,6 @@ __all__ = [
     "OUTSIDE",
     "CFG",
     "Block",
-    "TAIL_CALL_HELPER",
     "ReadsWrites",
     "by_slot",
     "live_in",
@@ -49,9 +49,6 @@ __all__ = [
     "regs_written",
     "transfer",
 ]
-
-#: ``BPF_FUNC_tail_call``: the helper that does not return when it succeeds.
-TAIL_CALL_HELPER = 12
 
 _NONE: frozenset[int] = frozenset()
 _R0 = frozenset({0})
@@ -130,7 +127,7 @@ def regs_written(insn: Insn, *, abi: bool = True) -> frozenset[int]:
     if op in (CALL, CALLX):
         if abi:
             return _CALLER_SAVED
-        return _NONE if op == CALL and insn.src == 0 and insn.imm == TAIL_CALL_HELPER else _R0
+        return _NONE if op == CALL and insn.src == 0 and insn.imm == HelperId.tail_call else _R0
     if cls == Class.STX and op & 0xE0 == Mode.ATOMIC:
         if insn.imm == Atomic.LOAD_ACQ:
             return frozenset({insn.dst})
