@@ -243,6 +243,8 @@ class CFG:
                 continue
             pcs = []
             pc = lead
+            term: str
+            succs: tuple[int, ...]
             while True:
                 pcs.append(pc)
                 kind, targets = transfer(code[pc], pc)
@@ -260,13 +262,13 @@ class CFG:
             if term == COND and succs[0] == succs[1]:
                 term, succs = GOTO, (succs[0],)  # both edges go to the same block; condition has no effect
             self.blocks[lead] = Block(lead, pcs, term, succs)
-        for b in list(self.blocks.values()):
-            for s in b.succs:
+        for blk in list(self.blocks.values()):
+            for s in blk.succs:
                 if s not in self.blocks:  # out of range targets
                     self.blocks[s] = Block(s, [], OUTSIDE, ())
-        for b in self.blocks.values():
-            for s in dict.fromkeys(b.succs):
-                self.blocks[s].preds.append(b.id)
+        for blk in self.blocks.values():
+            for s in dict.fromkeys(blk.succs):
+                self.blocks[s].preds.append(blk.id)
         # 3. RPO (iterative DFS)
         order: list[int] = []
         visited = {entry}
