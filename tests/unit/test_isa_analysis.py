@@ -36,15 +36,14 @@ from bpfmux.isa.analysis import (
     mem_size,
     mnemonic,
     pseudo,
-    regs_read,
-    regs_written,
     slot_index,
     subprogram_entries,
-    validate_program,
 )
 from bpfmux.isa.asm import assemble
+from bpfmux.isa.flow import regs_read, regs_written
 from bpfmux.isa.opcodes import Atomic, Pseudo
 from bpfmux.isa.strategies import valid_insns
+from bpfmux.isa.validity import validate_program
 
 
 def test_classes() -> None:

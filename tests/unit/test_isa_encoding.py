@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from bpfmux.errors import ParseError
 from bpfmux.isa import Insn, decode, encode
-from bpfmux.isa.analysis import validate
 from bpfmux.isa.insn import slot_offsets
 from bpfmux.isa.strategies import VALID_OPCODES, any_insns, valid_insns
+from bpfmux.isa.validity import validate
 
 # The valid opcodes, written out from the RFC 9669 tables plus the kernel's
 # additions (may_goto 0xe5, load-acquire/store-release of 1 and 2 bytes
-# 0xd3/0xcb), independently of bpfmux.isa.analysis.
+# 0xd3/0xcb), independently of bpfmux.isa.validity.
 ALU_OPS = [0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x90, 0xA0, 0xB0, 0xC0]  # NEG and END apart
 JMP_COND = [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0xA0, 0xB0, 0xC0, 0xD0]
 EXPECTED_OPCODES = sorted(

@@ -34,19 +34,6 @@ _SOCKET_FILTER_HIDDEN = {
 }
 
 
-def member_offset(name: str) -> int:
-    """Offset of ``__sk_buff`` member ``name``.
-
-    :raises KeyError: no such member (a :class:`bpfmux.errors.NotFoundError`).
-    """
-    from ..errors import NotFoundError
-
-    for n, off, _ in SK_BUFF_MEMBERS:
-        if n == name:
-            return off
-    raise NotFoundError("__sk_buff member", name)
-
-
 def socket_filter_layout() -> ContextLayout:
     """Context of ``BPF_PROG_TYPE_SOCKET_FILTER`` programs."""
     fields = []

@@ -32,13 +32,11 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import BpfmuxError, NotFoundError
+from ..errors import BpfmuxError
 from .context import ContextLayout, CtxField
 
 #: Most arguments a traced function may have.
 MAX_TRACE_ARGS = 6
-#: Slots of the seed's multi frame (ip, 6 args, ret).
-SEED_MULTI_SLOTS = 8
 
 
 class FrameView(enum.Enum):
@@ -98,36 +96,3 @@ def frame_layout(view: FrameView, args: Sequence[ArgInfo] = (), ret: ArgInfo | N
         fields.append(CtxField(a.name or f"arg{i + 1}", 8 * i, 8, load=load, btf_type=a.btf_type, signed=a.signed))
     return ContextLayout(f"{view.value} frame of {func or '?'}", 8 * len(fields), "btf", fields=tuple(fields),
                          func=func or "?")
-
-
-def _btf_arg(btf: object, type_id: int, name: str) -> ArgInfo:
-    """Describe one BTF type as an :class:`ArgInfo` (duck-typed over ``bpfmux.btf``)."""
-    t = btf.resolve(type_id) if hasattr(btf, "resolve") else btf[type_id]  # type: ignore[index]
-    kind = getattr(getattr(t, "kind", None), "name", str(getattr(t, "kind", "")))
-    if kind.upper() in ("PTR",):
-        target = btf.resolve(t.type) if hasattr(btf, "resolve") else None
-        tk = getattr(getattr(target, "kind", None), "name", "")
-        if tk.upper() in ("STRUCT", "UNION"):
-            return ArgInfo(name, 8, True, getattr(target, "name", None) or None)
-        return ArgInfo(name, 8, True)
-    return ArgInfo(name, int(getattr(t, "size", 8) or 8), False, None, bool(getattr(t, "signed", False)))
-
-
-def func_args_from_btf(btf: object, func: str) -> tuple[list[ArgInfo], ArgInfo]:
-    """Arguments and return value of kernel function ``func`` from BTF.
-
-    ``btf`` is a :class:`bpfmux.btf.Btf`; the function is looked up by name
-    (kind FUNC) and its FUNC_PROTO's parameters described.
-
-    :raises NotFoundError: no such function in ``btf``.
-    """
-    try:
-        fn = btf.func(func)  # type: ignore[attr-defined]
-    except (AttributeError, KeyError, LookupError) as exc:
-        raise NotFoundError("kernel function", func, "is it in /sys/kernel/btf/vmlinux?") from exc
-    proto = btf.resolve(fn.type) if hasattr(btf, "resolve") else fn.proto  # type: ignore[attr-defined]
-    params = getattr(proto, "params", ())
-    args = [_btf_arg(btf, p.type, getattr(p, "name", "") or "") for p in params]
-    rtype = getattr(proto, "type", 0)
-    ret = _btf_arg(btf, rtype, "ret") if rtype else ArgInfo("ret")
-    return args, ret

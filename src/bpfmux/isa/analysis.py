@@ -1,18 +1,14 @@
-"""Classifying, validating and navigating eBPF instructions.
+"""Classifying and navigating eBPF instructions.
 
 The VM, the verifier and the object loader all need the same questions
 answered about an :class:`~bpfmux.isa.insn.Insn`: is it a jump and where to,
-is it a helper call and which one, which registers does it read and write,
-is it a valid encoding at all. This module answers them, once.
+is it a helper call and which one, what is it called. This module answers
+them, once. Whether an encoding is valid at all is :mod:`bpfmux.isa.validity`'s
+question; which registers an instruction reads and writes, and the control
+flow and liveness of a function, :mod:`bpfmux.isa.flow`'s.
 
 Offsets are counted in *slots* (8-byte units; ``lddw`` takes two), as the
 kernel counts them. :func:`slot_index` maps slots back to list indices.
-
-Validity follows RFC 9669 plus the kernel's extensions up to ISA v4 and
-later (``may_goto``, ``addr_space_cast``, load-acquire/store-release):
-:func:`validate` rejects unknown opcodes, nonzero reserved fields and
-registers above r10 with a :class:`~bpfmux.errors.ParseError` that names the
-instruction and the offending field.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ParseError
-from .insn import Insn
+from .insn import Insn, slot_offsets
 from .opcodes import (
     ADDR_SPACE_CAST,
     CALL,
@@ -29,7 +25,6 @@ from .opcodes import (
     JA,
     JA32,
     LDDW,
-    MAY_GOTO,
     MAY_GOTO_OP,
     SIZE_BYTES,
     Alu,
@@ -74,12 +69,8 @@ __all__ = [
     "mem_size",
     "mnemonic",
     "pseudo",
-    "regs_read",
-    "regs_written",
     "slot_index",
     "subprogram_entries",
-    "validate",
-    "validate_program",
 ]
 
 #: Highest register number (r10, the read-only frame pointer).
@@ -126,8 +117,6 @@ _SIZE_SUFFIX = {Size.B: "b", Size.H: "h", Size.W: "w", Size.DW: "dw"}
 _COND_JMPS = frozenset(
     {Jmp.JEQ, Jmp.JGT, Jmp.JGE, Jmp.JSET, Jmp.JNE, Jmp.JSGT, Jmp.JSGE, Jmp.JLT, Jmp.JLE, Jmp.JSLT, Jmp.JSLE}
 )
-_ARG_REGS = frozenset({1, 2, 3, 4, 5})
-_CALLER_SAVED = frozenset({0, 1, 2, 3, 4, 5})
 
 
 # --------------------------------------------------------------------------- classes
@@ -319,12 +308,7 @@ def call_target(insn: Insn, slot: int) -> int:
 
 def slot_index(insns: Sequence[Insn]) -> dict[int, int]:
     """Map from slot number to list index for each instruction start."""
-    out: dict[int, int] = {}
-    pos = 0
-    for i, insn in enumerate(insns):
-        out[pos] = i
-        pos += insn.size
-    return out
+    return {slot: i for i, slot in enumerate(slot_offsets(insns))}
 
 
 def branch_targets(insns: Sequence[Insn]) -> list[int | None]:
@@ -375,74 +359,6 @@ def subprogram_entries(insns: Sequence[Insn]) -> list[int]:
             entries.add(index[target])
         pos += insn.size
     return sorted(entries)
-
-
-# --------------------------------------------------------------------------- registers
-
-
-def regs_read(insn: Insn) -> frozenset[int]:
-    """Registers an instruction reads (calls: r1-r5 conservatively; ``exit``: r0).
-
-    Only meaningful for valid instructions.
-    """
-    op = insn.opcode
-    cls = op & 0x07
-    if cls in (Class.ALU, Class.ALU64):
-        aop = op & 0xF0
-        if aop == Alu.MOV:
-            return frozenset({insn.src}) if op & Source.X else frozenset()
-        if aop in (Alu.NEG, Alu.END) or not op & Source.X:
-            return frozenset({insn.dst})
-        return frozenset({insn.dst, insn.src})
-    if cls in (Class.JMP, Class.JMP32):
-        if op == EXIT:
-            return frozenset({0})
-        if op == CALL:
-            return _ARG_REGS
-        if op == CALLX:
-            return _ARG_REGS | {insn.dst}
-        if is_cond_jump(insn):
-            return frozenset({insn.dst, insn.src}) if op & Source.X else frozenset({insn.dst})
-        return frozenset()
-    if cls == Class.LD:
-        if op == LDDW:
-            return frozenset()
-        mode = op & 0xE0
-        return frozenset({6, insn.src}) if mode == Mode.IND else frozenset({6})
-    if cls == Class.LDX:
-        return frozenset({insn.src})
-    if cls == Class.ST:
-        return frozenset({insn.dst})
-    # STX
-    if is_atomic(insn):
-        if insn.imm == Atomic.LOAD_ACQ:
-            return frozenset({insn.src})
-        if insn.imm == Atomic.CMPXCHG:
-            return frozenset({insn.dst, insn.src, 0})
-    return frozenset({insn.dst, insn.src})
-
-
-def regs_written(insn: Insn) -> frozenset[int]:
-    """Registers an instruction writes (calls and legacy loads: r0-r5, as they clobber them).
-
-    Only meaningful for valid instructions.
-    """
-    op = insn.opcode
-    cls = op & 0x07
-    if cls in (Class.ALU, Class.ALU64, Class.LDX):
-        return frozenset({insn.dst})
-    if cls == Class.LD:
-        return frozenset({insn.dst}) if op == LDDW else _CALLER_SAVED
-    if op in (CALL, CALLX):
-        return _CALLER_SAVED
-    if is_atomic(insn):
-        if insn.imm == Atomic.LOAD_ACQ:
-            return frozenset({insn.dst})
-        if insn.imm == Atomic.CMPXCHG:
-            return frozenset({0})
-        if insn.imm & Atomic.FETCH and insn.imm != Atomic.STORE_REL:
-            return frozenset({insn.src})
-    return frozenset()
 
 
 # --------------------------------------------------------------------------- names
@@ -519,213 +435,3 @@ def mnemonic(insn: Insn) -> str:
     if base is None:
         return "lock ?"
     return ("lock fetch " if insn.imm & Atomic.FETCH else "lock ") + base + suffix
-
-
-# --------------------------------------------------------------------------- validity
-
-
-def validate(insn: Insn) -> None:
-    """Check that ``insn`` is a valid eBPF instruction.
-
-    Valid means: a known opcode, registers r0-r10, every field the encoding
-    does not use set to zero, and the operation-selecting fields (``off`` of
-    ``sdiv``/``smod``/``movsx``, ``imm`` of byte swaps and atomics, ``src`` of
-    calls and ``lddw``) holding a defined value.
-
-    :raises ParseError: the message names the instruction and the bad field.
-    """
-    op = insn.opcode
-    if not 0 <= op <= 0xFF:
-        raise ParseError(f"opcode {op} does not fit 8 bits")
-    if not 0 <= insn.dst <= MAX_REG:
-        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): dst register r{insn.dst} does not exist (r0-r10)")
-    if not 0 <= insn.src <= 15:
-        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): src field {insn.src} does not fit 4 bits")
-    if not -(1 << 15) <= insn.off < (1 << 15):
-        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): offset {insn.off} does not fit 16 bits")
-    if op == LDDW:
-        _validate_lddw(insn)
-        return
-    if not -(1 << 31) <= insn.imm < (1 << 31):
-        raise ParseError(f"{mnemonic(insn)} ({op:#04x}): immediate {insn.imm} does not fit signed 32 bits")
-    cls = op & 0x07
-    if cls in (Class.ALU, Class.ALU64):
-        _validate_alu(insn)
-    elif cls in (Class.JMP, Class.JMP32):
-        _validate_jmp(insn)
-    else:
-        _validate_mem(insn)
-
-
-def _fail(insn: Insn, what: str) -> ParseError:
-    return ParseError(f"{mnemonic(insn)} ({insn.opcode:#04x}): {what}")
-
-
-def _zero(insn: Insn, *fields: str) -> None:
-    for name in fields:
-        value = getattr(insn, name)
-        if value:
-            raise _fail(insn, f"reserved field {name}={value} must be 0")
-
-
-def _src_reg(insn: Insn) -> None:
-    if insn.src > MAX_REG:
-        raise _fail(insn, f"src register r{insn.src} does not exist (r0-r10)")
-
-
-def _validate_lddw(insn: Insn) -> None:
-    if not -(1 << 63) <= insn.imm < (1 << 64):
-        raise _fail(insn, f"immediate {insn.imm} does not fit 64 bits")
-    if insn.src not in Pseudo._value2member_map_:
-        raise _fail(insn, f"unknown pseudo source {insn.src} (0-6 are defined)")
-    _zero(insn, "off")
-    high = (insn.imm >> 32) & 0xFFFFFFFF
-    if high and insn.src in (Pseudo.MAP_FD, Pseudo.MAP_IDX, Pseudo.FUNC):
-        raise _fail(insn, f"reserved field imm of the second slot={high:#x} must be 0 for {Pseudo(insn.src).name}")
-
-
-def _validate_alu(insn: Insn) -> None:
-    op = insn.opcode
-    aop = op & 0xF0
-    wide = op & 0x07 == Class.ALU64
-    x = op & Source.X
-    if aop not in _ALU_NAMES:
-        raise _fail(insn, f"unknown {'ALU64' if wide else 'ALU'} operation {aop:#04x}")
-    if aop == Alu.END:
-        if wide and x:
-            raise _fail(insn, "ALU64 | END | X is not defined (bswap uses the K form)")
-        if insn.imm not in (16, 32, 64):
-            raise _fail(insn, f"byte swap width imm={insn.imm} must be 16, 32 or 64")
-        _zero(insn, "src", "off")
-        return
-    if aop == Alu.NEG:
-        if x:
-            raise _fail(insn, "neg has no register-source form (use the K form 0x84/0x87)")
-        _zero(insn, "src", "off", "imm")
-        return
-    if aop in (Alu.DIV, Alu.MOD):
-        if insn.off not in (0, 1):
-            raise _fail(insn, f"off={insn.off} must be 0 (unsigned) or 1 (signed)")
-    elif aop == Alu.MOV and x:
-        allowed = (0, 8, 16, 32, ADDR_SPACE_CAST) if wide else (0, 8, 16)
-        if insn.off not in allowed:
-            raise _fail(insn, f"off={insn.off} must be one of {', '.join(map(str, allowed))} (sign-extension width)")
-        if wide and insn.off == ADDR_SPACE_CAST:
-            if insn.imm not in (1, 1 << 16):
-                raise _fail(
-                    insn,
-                    f"off=1 means addr_space_cast, which needs imm 0x1 or 0x10000 (got {insn.imm:#x}); "
-                    "a plain mov needs off=0",
-                )
-            _src_reg(insn)
-            return
-    else:
-        _zero(insn, "off")
-    if x:
-        _src_reg(insn)
-        _zero(insn, "imm")
-    else:
-        _zero(insn, "src")
-
-
-def _validate_jmp(insn: Insn) -> None:
-    op = insn.opcode
-    jop = op & 0xF0
-    j32 = op & 0x07 == Class.JMP32
-    x = op & Source.X
-    if jop not in _JMP_NAMES or (j32 and jop in (Jmp.CALL, Jmp.EXIT, Jmp.JCOND)):
-        raise _fail(insn, f"unknown {'JMP32' if j32 else 'JMP'} operation {jop:#04x}")
-    if jop == Jmp.JA:
-        if x:
-            raise _fail(insn, "ja has no register-source form")
-        _zero(insn, "dst", "src", "off" if j32 else "imm")
-        return
-    if jop == Jmp.CALL:
-        if x:
-            _zero(insn, "src", "off", "imm")
-            return
-        _zero(insn, "dst")
-        if insn.src not in CallKind._value2member_map_:
-            raise _fail(insn, f"unknown call kind src={insn.src} (0 helper, 1 bpf-to-bpf, 2 kfunc)")
-        if insn.src != CallKind.KFUNC_CALL:
-            _zero(insn, "off")
-        return
-    if jop == Jmp.EXIT:
-        if x:
-            raise _fail(insn, "exit has no register-source form")
-        _zero(insn, "dst", "src", "off", "imm")
-        return
-    if jop == Jmp.JCOND:
-        if x:
-            raise _fail(insn, "may_goto has no register-source form")
-        if insn.src != MAY_GOTO:
-            raise _fail(insn, f"unknown conditional pseudo-jump src={insn.src} (0 is may_goto)")
-        _zero(insn, "dst", "imm")
-        return
-    if x:
-        _src_reg(insn)
-        _zero(insn, "imm")
-    else:
-        _zero(insn, "src")
-
-
-def _validate_mem(insn: Insn) -> None:
-    op = insn.opcode
-    cls = op & 0x07
-    mode = op & 0xE0
-    size = op & 0x18
-    if cls == Class.LD:
-        if mode not in (Mode.ABS, Mode.IND) or size == Size.DW:
-            raise _fail(insn, "unknown LD instruction (only lddw and the legacy ABS/IND loads of 1, 2, 4 bytes exist)")
-        if mode == Mode.ABS:
-            _zero(insn, "dst", "src", "off")
-        else:
-            _src_reg(insn)
-            _zero(insn, "dst", "off")
-        return
-    if cls == Class.LDX:
-        if mode not in (Mode.MEM, Mode.MEMSX) or (mode == Mode.MEMSX and size == Size.DW):
-            raise _fail(insn, "unknown LDX instruction (MEM of 1-8 bytes or MEMSX of 1-4 bytes)")
-        _src_reg(insn)
-        _zero(insn, "imm")
-        return
-    if cls == Class.ST:
-        if mode != Mode.MEM:
-            raise _fail(insn, "unknown ST instruction (only MEM mode exists)")
-        _zero(insn, "src")
-        return
-    # STX
-    if mode == Mode.MEM:
-        _src_reg(insn)
-        _zero(insn, "imm")
-        return
-    if mode != Mode.ATOMIC:
-        raise _fail(insn, "unknown STX instruction (MEM or ATOMIC mode)")
-    _src_reg(insn)
-    if insn.imm in (Atomic.LOAD_ACQ, Atomic.STORE_REL):
-        return
-    if size not in (Size.W, Size.DW):
-        raise _fail(insn, "read-modify-write atomics exist only for 4 and 8 bytes")
-    if insn.imm in (Atomic.XCHG, Atomic.CMPXCHG) or insn.imm & ~Atomic.FETCH in ATOMIC_RMW_OPS:
-        return
-    raise _fail(insn, f"unknown atomic operation imm={insn.imm:#x}")
-
-
-def validate_program(insns: Sequence[Insn]) -> None:
-    """Validate every instruction and every jump/call target of a program.
-
-    Checks each instruction with :func:`validate` and that every jump, ``ja32``,
-    ``may_goto``, bpf-to-bpf call and function load lands on an instruction
-    start inside the program. (Semantic checks such as "the last instruction
-    must be an exit" belong to the verifier.)
-
-    :raises ParseError: the message names the slot, the instruction and the problem.
-    """
-    pos = 0
-    for insn in insns:
-        try:
-            validate(insn)
-        except ParseError as e:
-            raise ParseError(f"slot {pos}: {e.message}", pos * 8) from None
-        pos += insn.size
-    branch_targets(insns)

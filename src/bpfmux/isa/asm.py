@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ParseError
-from .analysis import ATOMIC_RMW_OPS, validate
+from .analysis import ATOMIC_RMW_OPS
 from .insn import Insn
 from .opcodes import (
     ADDR_SPACE_CAST,
@@ -57,6 +57,7 @@ from .opcodes import (
     Size,
     Source,
 )
+from .validity import validate
 
 __all__ = ["assemble", "format_asm", "format_program"]
 
@@ -564,7 +565,7 @@ def format_asm(insn: Insn) -> str:
 
     Jump and call targets print as relative offsets (``+3``).
 
-    :raises ParseError: ``insn`` is not a valid instruction (see :func:`~bpfmux.isa.analysis.validate`).
+    :raises ParseError: ``insn`` is not a valid instruction (see :func:`~bpfmux.isa.validity.validate`).
     """
     validate(insn)
     op = insn.opcode

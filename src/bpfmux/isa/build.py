@@ -37,7 +37,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, ParseError
-from .analysis import validate
 from .insn import Insn, encode
 from .opcodes import (
     ADDR_SPACE_CAST,
@@ -52,6 +51,7 @@ from .opcodes import (
     Size,
     Source,
 )
+from .validity import validate
 
 __all__ = [
     "R0",

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ParseError
-from .analysis import validate
 from .insn import Insn, decode
 from .opcodes import ADDR_SPACE_CAST, LDDW, Alu, Atomic, Class, Jmp, Mode, Pseudo, Size, Source
+from .validity import first_flaw
 
-__all__ = ["disassemble", "format_insn", "format_kernel"]
+__all__ = ["disassemble", "format_insn", "format_kernel", "helper_name"]
 
 _ALU_OPS = {
     Alu.ADD: "+=",
@@ -85,9 +84,7 @@ def format_insn(insn: Insn, *, alu32: bool = False) -> str:
     :param alu32: print like ``llvm-objdump --mattr=+alu32`` (``w`` registers
         for 8/16/32-bit loads, stores and atomics).
     """
-    try:
-        validate(insn)
-    except ParseError:
+    if first_flaw(insn) is not None:
         return UNKNOWN
     op = insn.opcode
     cls = op & 0x07
@@ -226,9 +223,7 @@ def format_kernel(insn: Insn) -> str:
     ``(xx) <unknown>``.
     """
     code = f"({insn.opcode & 0xFF:02x})"
-    try:
-        validate(insn)
-    except ParseError:
+    if first_flaw(insn) is not None:
         return f"{code} {UNKNOWN}"
     op = insn.opcode
     cls = op & 0x07
@@ -246,7 +241,7 @@ def format_kernel(insn: Insn) -> str:
                 return f"{code} call pc{insn.imm:+d}"
             if s == 2:
                 return f"{code} call kfunc#{insn.imm}"
-            return f"{code} call {_helper_name(insn.imm)}#{insn.imm}"
+            return f"{code} call {helper_name(insn.imm)}#{insn.imm}"
         if jop == Jmp.EXIT:
             return f"{code} exit"
         if jop == Jmp.JCOND:
@@ -299,7 +294,8 @@ def format_kernel(insn: Insn) -> str:
     return f"{code} lock *{addr} {sym} {p}{s}"
 
 
-def _helper_name(helper: int) -> str:
+def helper_name(helper: int) -> str:
+    """The kernel's name of helper ``helper`` (``bpf_map_lookup_elem``), ``unknown`` for an id it does not define."""
     from ..uapi import HelperId
 
     try:

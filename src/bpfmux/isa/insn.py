@@ -9,6 +9,7 @@ the kernel does.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ParseError
@@ -76,6 +77,18 @@ def _s32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+def canonical(insn: Insn) -> Insn:
+    """``insn`` with its ``imm`` as decoding its encoding gives it.
+
+    A 32-bit immediate may be given unsigned (``0x80000000``-``0xffffffff``,
+    which :meth:`Insn.encode` accepts); it is turned into the signed value it
+    encodes. Everything else is returned as it is.
+    """
+    if insn.opcode != LDDW and (1 << 31) <= insn.imm < (1 << 32):
+        return Insn(insn.opcode, insn.dst, insn.src, insn.off, insn.imm - (1 << 32))
+    return insn
+
+
 def encode(insns: list[Insn]) -> bytes:
     """Encode a program.
 
@@ -89,7 +102,7 @@ def decode(data: bytes, source: str | None = None, *, strict: bool = False) -> l
 
     The second slot of an ``lddw`` must be all zero except its ``imm`` (as the
     kernel requires). With ``strict=True`` every instruction is also checked
-    by :func:`bpfmux.isa.analysis.validate` (known opcode, reserved fields
+    by :func:`bpfmux.isa.validity.validate` (known opcode, reserved fields
     zero, registers r0-r10), and the error names the slot and the field.
 
     :raises ParseError: the length is not a multiple of 8, an ``lddw`` is
@@ -122,19 +135,13 @@ def decode(data: bytes, source: str | None = None, *, strict: bool = False) -> l
             out.append(Insn(op, regs & 0x0F, regs >> 4, off, imm))
             i += 1
     if strict:
-        from .analysis import validate
+        from .validity import validate_program
 
-        pos = 0
-        for insn in out:
-            try:
-                validate(insn)
-            except ParseError as e:
-                raise ParseError(f"slot {pos}: {e.message}", pos * 8, source) from None
-            pos += insn.size
+        validate_program(out, targets=False, source=source)
     return out
 
 
-def slot_offsets(insns: list[Insn]) -> list[int]:
+def slot_offsets(insns: Sequence[Insn]) -> list[int]:
     """Slot index of each instruction (``lddw`` takes two slots)."""
     out = []
     pos = 0

@@ -1,7 +1,7 @@
 """Hypothesis strategies that generate eBPF instructions (for tests; needs ``hypothesis``).
 
 ``valid_insns()`` draws instructions that pass
-:func:`bpfmux.isa.analysis.validate`, spread over every valid opcode, so a
+:func:`bpfmux.isa.validity.validate`, spread over every valid opcode, so a
 VM, verifier or printer can be fuzzed with well-formed input::
 
     from hypothesis import given
@@ -23,9 +23,9 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from ..errors import ParseError
-from .analysis import validate
 from .insn import Insn
 from .opcodes import LDDW
+from .validity import validate
 
 __all__ = ["VALID_OPCODES", "any_insns", "repair_insn", "valid_insns", "valid_opcodes"]
 

@@ -58,11 +58,12 @@ from dataclasses import dataclass
 
 from ...abi import ContextLayout, context_for
 from ...errors import BpfmuxError, VerifierError
+from ...isa.disasm import format_kernel, helper_name
 from ...isa.insn import Insn
-from ...isa.opcodes import LDDW, Alu, Class, Jmp, Mode, Size
+from ...isa.opcodes import LDDW, SIZE_BYTES, Alu, Class, Jmp, Mode
 from ...uapi import AttachType, HelperId, MapFlags, MapType, ProgFlags, ProgType
 from .alu import branch, is_taken, scalar_alu, scalar_end, scalar_neg, sign_extend
-from .cfg import Cfg, Reject, build_cfg, format_insn, helper_name
+from .cfg import Cfg, Reject, build_cfg
 from .helpers import PROTOS, Arg, HelperProto, Ret, helpers_for, map_compatible
 from .state import (
     EMPTY_SLOT,
@@ -89,9 +90,6 @@ __all__ = ["KfuncInfo", "MapInfo", "VerifierResult", "verify"]
 COMPLEXITY_LIMIT = 1_000_000
 #: Most call frames (``MAX_CALL_FRAMES``).
 MAX_CALL_FRAMES = 8
-#: Explored states kept per instruction before the oldest finished ones are dropped.
-MAX_STATES_PER_INSN = 64
-_SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
 _PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
                      ProgType.TRACING}
@@ -201,6 +199,11 @@ def _sized_unknown(size: int) -> Reg:
     return r
 
 
+def _render(lines: Iterable[str | tuple[int, Insn]]) -> str:
+    """The log text: instructions as the kernel's verifier log prints them (``3: (b7) r0 = 0``)."""
+    return "\n".join(x if isinstance(x, str) else f"{x[0]}: {format_kernel(x[1])}" for x in lines)
+
+
 def _slot_of(o: int) -> tuple[int, int]:
     """Stack slot and byte index of frame offset ``o`` (negative)."""
     k = (-o - 1) // 8
@@ -234,8 +237,9 @@ class _Verifier:
         self.helpers_used: set[int] = set()
         self.maps_used: set[int] = set()
         self.call_edges: set[tuple[int, int]] = set()
-        self.full_log: list[str] = []
-        self.recent: deque[str] = deque(maxlen=24)
+        # log lines; an instruction is kept as (slot, insn) and formatted only when the log is read
+        self.full_log: list[str | tuple[int, Insn]] = []
+        self.recent: deque[str | tuple[int, Insn]] = deque(maxlen=24)
         self.idx = 0
 
     # ------------------------------------------------------------------ driver
@@ -249,9 +253,9 @@ class _Verifier:
         except (BpfmuxError, ArithmeticError, ValueError, IndexError, KeyError, TypeError) as exc:
             # defensive: a bug or an unmodelled corner must not leak a raw exception
             raise VerifierError(errno.EINVAL, f"bpfmux verifier could not model this program: {exc!r}",
-                                log="\n".join(self.recent), program=self.name) from exc
+                                log=_render(self.recent), program=self.name) from exc
         summary = self._summary()
-        log = "\n".join([*self.full_log, summary]) if self.log_level >= 2 else summary
+        log = _render([*self.full_log, summary]) if self.log_level >= 2 else summary
         cfg = self.cfg
         return VerifierResult(
             self.processed, {cfg.subprogs[k]: self.depth.get(k, 0) for k in range(len(cfg.subprogs))}, max_depth,
@@ -268,7 +272,7 @@ class _Verifier:
         lines.append(r.msg)
         lines.append(self._summary())
         where = f" (insn {r.insn})" if r.insn is not None else ""
-        return VerifierError(r.errno, f"{r.msg}{where}", log="\n".join(lines), program=self.name)
+        return VerifierError(r.errno, f"{r.msg}{where}", log=_render(lines), program=self.name)
 
     def _reject(self, msg: str, err: int = errno.EACCES) -> Reject:
         slot = self.cfg.slots[self.idx] if self.cfg else None
@@ -324,14 +328,14 @@ class _Verifier:
                 self._finish(cur)
                 return
             insn = insns[idx]
-            self._log_line(f"{cfg.slots[idx]}: ({insn.opcode:02x}) {format_insn(insn, cfg.slots[idx])}")
+            self._log_line((cfg.slots[idx], insn))
             nxt = self._step(cur, idx, insn)
             if nxt < 0:
                 self._finish(cur)
                 return
             idx = nxt
 
-    def _log_line(self, line: str) -> None:
+    def _log_line(self, line: str | tuple[int, Insn]) -> None:
         self.recent.append(line)
         if self.log_level >= 2:
             self.full_log.append(line)
@@ -396,7 +400,7 @@ class _Verifier:
             base = self._read(fr, insn.src)
             if insn.dst == 10:
                 raise self._reject("frame pointer is read only")
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             val = self._mem(st, base, insn.src, insn.off, size, False, None)
             if insn.opcode & 0xE0 == Mode.MEMSX and val.type == T.SCALAR:
                 val = sign_extend(val, 8 * size, 64)
@@ -404,14 +408,14 @@ class _Verifier:
             return idx + 1
         if cls == Class.ST:
             base = self._read(fr, insn.dst)
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             imm = insn.imm & ((1 << (8 * size)) - 1) if size < 8 else insn.imm
             self._mem(st, base, insn.dst, insn.off, size, True, Reg.const(imm))
             return idx + 1
         if cls == Class.STX:
             base = self._read(fr, insn.dst)
             val = self._read(fr, insn.src)
-            size = _SIZES[insn.opcode & 0x18]
+            size = SIZE_BYTES[insn.opcode & 0x18]
             if insn.opcode & 0xE0 == Mode.ATOMIC:
                 self._atomic(st, fr, insn, base, val, size)
                 return idx + 1
@@ -773,7 +777,7 @@ class _Verifier:
             self._read(fr, insn.src)
         for r in range(1, 6):
             fr.regs[r] = NOT_INIT
-        fr.regs[0] = _sized_unknown(_SIZES[insn.opcode & 0x18])
+        fr.regs[0] = _sized_unknown(SIZE_BYTES[insn.opcode & 0x18])
         return idx + 1
 
     # ------------------------------------------------------------------ branches
@@ -1102,7 +1106,7 @@ class _Verifier:
             if size == 0:
                 raise self._reject(f"{rn} invalid zero-sized read")
             write = kind == Arg.PTR_TO_UNINIT_MAP_VALUE
-            self._helper_mem(st, argno, reg, size, size, write, meta, zero_ok=False)
+            self._helper_mem(st, argno, reg, size, write, meta, zero_ok=False)
             if kind == Arg.PTR_TO_MAP_KEY:
                 meta.const_key = self._const_key(st, reg, size)
             return
@@ -1121,7 +1125,7 @@ class _Verifier:
             if reg.type not in (T.PTR_TO_STACK, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM) or reg.null:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, "
                                    f"mem, ringbuf_mem, buf")
-            self._helper_mem(st, argno, reg, size, size, True, meta, zero_ok=False)
+            self._helper_mem(st, argno, reg, size, True, meta, zero_ok=False)
             return
         if kind == Arg.PTR_TO_ALLOC_MEM:
             if reg.type != T.PTR_TO_MEM or not reg.ref:
@@ -1192,9 +1196,9 @@ class _Verifier:
             return
         pno, ptr, write = meta.mem_reg
         meta.mem_reg = None
-        self._helper_mem(st, pno, ptr, reg.umin, reg.umax, write, meta, zero_ok)
+        self._helper_mem(st, pno, ptr, reg.umax, write, meta, zero_ok)
 
-    def _helper_mem(self, st: VState, regno: int, reg: Reg, lo_size: int, size: int, write: bool, meta: _CallMeta,
+    def _helper_mem(self, st: VState, regno: int, reg: Reg, size: int, write: bool, meta: _CallMeta,
                     zero_ok: bool) -> None:
         """Check that a helper may access ``size`` bytes at ``reg``."""
         rn = f"R{regno}"

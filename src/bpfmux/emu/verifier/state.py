@@ -17,6 +17,10 @@ are identical (infinite-loop detection).
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .core import MapInfo
 
 U64 = (1 << 64) - 1
 U32 = (1 << 32) - 1
@@ -149,7 +153,7 @@ class Reg:
         self.tv = 0
         self.tm = U64
         self.null = False
-        self.map: object | None = None
+        self.map: MapInfo | None = None
         self.size = 0
         self.id = 0
         self.ref = 0
@@ -204,9 +208,6 @@ class Reg:
         self.smin = self.smax = to_signed(v)
         self.tv, self.tm = v, 0
 
-    def set_unknown(self) -> None:
-        self.umin, self.umax, self.smin, self.smax, self.tv, self.tm = 0, U64, S64_MIN, S64_MAX, 0, U64
-
     def set_urange(self, lo: int, hi: int) -> None:
         self.umin, self.umax = lo, hi
         self.smin, self.smax = S64_MIN, S64_MAX
@@ -216,14 +217,6 @@ class Reg:
     @property
     def is_const(self) -> bool:
         return self.tm == 0
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.type == T.SCALAR
-
-    @property
-    def is_ptr(self) -> bool:
-        return self.type > T.SCALAR
 
     @property
     def is_null_const(self) -> bool:
@@ -321,7 +314,7 @@ class Reg:
         if not self.is_const:
             extra.append(f"var_off=({self.tv:#x}; {self.tm:#x})")
         if t in (T.PTR_TO_MAP_VALUE, T.CONST_PTR_TO_MAP) and self.map is not None:
-            extra.append(f"ks={getattr(self.map, 'key_size', '?')},vs={getattr(self.map, 'value_size', '?')}")
+            extra.append(f"ks={self.map.key_size},vs={self.map.value_size}")
         if t == T.PTR_TO_MEM:
             extra.append(f"sz={self.size}")
         return f"{name}({','.join(extra)})"

@@ -215,74 +215,6 @@ def condition(op: int, a: int, b: int, is64: bool, pc: int) -> bool:
     raise _bad(pc, f"unknown jump operation {op:#x}")
 
 
-def insn_problem(op: int, dst: int, src: int, off: int, imm: int) -> str | None:
-    """Why the instruction can never execute (it faults whenever reached),
-    or ``None``. Both tiers turn such instructions into faults with this text.
-    """
-    cls = op & 0x07
-    o = op & 0xF0
-    if op > 0xFF:
-        return f"unknown opcode {op:#x}"
-    if cls in (0x04, 0x07):
-        if dst == 10:
-            return "r10 (frame pointer) is read-only"
-        if o in (0xE0, 0xF0):
-            return f"unknown ALU operation {op:#04x}"
-        if o == 0xD0:
-            if imm not in (16, 32, 64):
-                return f"byte swap with invalid width {imm}"
-            if cls == 0x07 and op & 0x08:
-                return f"unknown opcode {op:#04x}"
-        if o in (0x30, 0x90) and off not in (0, 1):
-            return f"{'div' if o == 0x30 else 'mod'} with invalid offset {off}"
-        if o == 0xB0 and off not in ((0, 8, 16, 32) if cls == 0x07 else (0, 8, 16)):
-            return "addr_space_cast (arena) is not supported" if off == 1 and cls == 0x07 else \
-                f"mov with invalid offset {off}"
-        return None
-    if cls in (0x05, 0x06):
-        if o == 0xF0:
-            return f"unknown jump operation {op:#04x}"
-        if o in (0x80, 0x90) and cls == 0x06:
-            return f"{'call' if o == 0x80 else 'exit'} in the JMP32 class"
-        if o == 0xE0 and (cls != 0x05 or src != 0 or op & 0x08):
-            return "unknown conditional pseudo-jump"
-        if o == 0x80 and not op & 0x08 and src not in (0, 1, 2):
-            return f"call with unknown kind {src}"
-        if o == 0x80 and op & 0x08 and not (dst or 0 < imm <= 10):
-            return "callx without a register"
-        return None
-    mode = op & 0xE0
-    size = _SIZE[op & 0x18]
-    if cls == 0x01:
-        if dst == 10:
-            return "r10 (frame pointer) is read-only"
-        if mode not in (0x60, 0x80) or (mode == 0x80 and size == 8):
-            return f"unknown load mode {mode:#x}"
-        return None
-    if cls == 0x02:
-        return None if mode == 0x60 else f"unknown store mode {mode:#x}"
-    if cls == 0x03:
-        if mode == 0x60:
-            return None
-        if mode != 0xC0:
-            return f"unknown store mode {mode:#x}"
-        if imm in (0x100, 0x110):
-            return "r10 (frame pointer) is read-only" if imm == 0x100 and dst == 10 else None
-        if size not in (4, 8):
-            return f"atomic operation on {size} bytes (only 4 and 8)"
-        if imm not in (0x00, 0x01, 0x40, 0x41, 0x50, 0x51, 0xA0, 0xA1, 0xE1, 0xF1):
-            return f"unknown atomic operation {imm:#x}"
-        if imm & 0x01 and imm != 0xF1 and src == 10:
-            return "r10 (frame pointer) is read-only"
-        return None
-    # LD class
-    if op == 0x18:
-        return "r10 (frame pointer) is read-only" if dst == 10 else None
-    if mode in (0x20, 0x40):
-        return "ld_abs/ld_ind of 8 bytes" if size == 8 else None
-    return f"unknown opcode {op:#04x}"
-
-
 def ld_packet(rs: RunState, pc: int, size: int, where: int) -> int | None:
     """Legacy ``ld_abs``/``ld_ind``: the big-endian value at packet offset
     ``where``, or ``None`` when out of bounds (the program then returns 0).
@@ -340,8 +272,6 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
             cls = op & 0x07
             if cls == 0x07 or cls == 0x04:  # ALU64 / ALU
                 is64 = cls == 0x07
-                if dst == 10:
-                    raise _bad(pc, "r10 (frame pointer) is read-only")
                 o = op & 0xF0
                 if o == 0xD0:
                     regs[dst] = endian(op, regs[dst], imm, pc)
@@ -357,8 +287,6 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                 if o == 0x00:  # ja / gotol
                     pc += 1 + (off if cls == 0x05 else s32(imm))
                 elif o == 0x90:  # exit
-                    if cls != 0x05:
-                        raise _bad(pc, "exit in the JMP32 class")
                     if not stack:
                         rs.insns = count
                         return regs[0]
@@ -367,11 +295,8 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                     regs[1:10] = saved
                     regs[10] = r10
                 elif o == 0x80:  # call
-                    if cls != 0x05:
-                        raise _bad(pc, "call in the JMP32 class")
                     if op & 0x08:  # callx: target in a register
-                        reg = dst or (imm if 0 < imm <= 10 else 0)
-                        target = regs[reg]
+                        target = regs[dst]
                         callee = space.handle(target) if target >= 1 << 32 else None
                         kind = 0 if callee is None else 1
                     else:
@@ -419,7 +344,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                         code = prog.code
                         n = len(code)
                         pc = tpc
-                    elif kind == 2:  # kfunc
+                    else:  # kfunc
                         fn = vm.kfuncs.get(imm)
                         if fn is None:
                             raise EmulatorFault(f"insn {pc}: unknown kfunc (BTF id {imm}); register it with "
@@ -429,11 +354,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                         regs[0] = fn(rs, regs[1], regs[2], regs[3], regs[4], regs[5]) & M64
                         count = rs.insns
                         pc += 1
-                    else:
-                        raise _bad(pc, f"call with unknown kind {kind}")
                 elif o == 0xE0:  # may_goto
-                    if cls != 0x05 or src != 0:
-                        raise _bad(pc, "unknown conditional pseudo-jump")
                     if rs.loops_left <= 0:
                         pc += 1 + off
                     else:
@@ -448,16 +369,12 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
             elif cls == 0x01:  # LDX
                 mode = op & 0xE0
                 size = _SIZE[op & 0x18]
-                if dst == 10:
-                    raise _bad(pc, "r10 (frame pointer) is read-only")
                 addr = (regs[src] + off) & M64
                 buf, o = check(addr, size, False, pc)
                 if mode == 0x60:
                     regs[dst] = _LD[size].unpack_from(buf, o)[0]
-                elif mode == 0x80 and size != 8:
+                else:  # MEMSX
                     regs[dst] = _LDS[size].unpack_from(buf, o)[0] & M64
-                else:
-                    raise _bad(pc, f"unknown load mode {mode:#x}")
                 pc += 1
             elif cls == 0x03 or cls == 0x02:  # STX / ST
                 mode = op & 0xE0
@@ -467,14 +384,10 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                     addr = (regs[dst] + off) & M64
                     buf, o = check(addr, size, True, pc)
                     _LD[size].pack_into(buf, o, value & _SIZE_MASK[size])
-                elif mode == 0xC0 and cls == 0x03:
+                else:  # STX | ATOMIC
                     _atomic(rs, regs, pc, dst, src, off, imm, size)
-                else:
-                    raise _bad(pc, f"unknown store mode {mode:#x}")
                 pc += 1
             elif op == 0x18:  # lddw (resolved at load)
-                if dst == 10:
-                    raise _bad(pc, "r10 (frame pointer) is read-only")
                 regs[dst] = imm
                 pc += 2
             elif cls == 0x00 and op & 0xE0 in (0x20, 0x40):  # legacy ld_abs / ld_ind
@@ -511,16 +424,12 @@ def _resolve_code(rs: RunState, callee: object, target: int, pc: int) -> tuple[E
 def _atomic(rs: RunState, regs: list[int], pc: int, dst: int, src: int, off: int, imm: int, size: int) -> None:
     if imm in (0x100, 0x110):  # load-acquire / store-release
         if imm == 0x100:
-            if dst == 10:
-                raise _bad(pc, "r10 (frame pointer) is read-only")
             buf, o = rs.space.check((regs[src] + off) & M64, size, False, pc)
             regs[dst] = _LD[size].unpack_from(buf, o)[0]
         else:
             buf, o = rs.space.check((regs[dst] + off) & M64, size, True, pc)
             _LD[size].pack_into(buf, o, regs[src] & _SIZE_MASK[size])
         return
-    if size not in (4, 8):
-        raise _bad(pc, f"atomic operation on {size} bytes (only 4 and 8)")
     mask = _SIZE_MASK[size]
     st = _LD[size]
     buf, o = rs.space.check((regs[dst] + off) & M64, size, True, pc)

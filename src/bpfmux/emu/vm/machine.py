@@ -5,15 +5,19 @@ See :mod:`bpfmux.emu` for an overview and examples.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import random
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, VerifierError
-from ...isa.insn import Insn, decode
+from ...isa.flow import regs_written
+from ...isa.insn import Insn, canonical, decode
+from ...isa.opcodes import ADDR_SPACE_CAST, CALL, LDDW, Alu, CallKind, Class, Pseudo, Source
+from ...isa.validity import FlawKind, flaws
 from ...uapi import MapType, ProgType
 from . import interp
 from .helpers import HelperTable
@@ -24,9 +28,6 @@ from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Tas
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
 TIERS = ("checked", "fast")
-
-#: Pseudo ``src_reg`` values of ``lddw``.
-_PSEUDO_MAP_FD, _PSEUDO_MAP_VALUE, _PSEUDO_BTF_ID, _PSEUDO_FUNC, _PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE = 1, 2, 3, 4, 5, 6
 
 
 @dataclass
@@ -64,6 +65,9 @@ class EmuProgram:
     :ivar insns: the instructions as given (relocations unresolved).
     :ivar code: one ``(opcode, dst, src, off, imm)`` tuple per slot, with
         ``lddw`` pseudo loads resolved to addresses.
+    :ivar slots: the instruction starting at each slot as the VM runs it
+        (see :func:`runnable`), ``None`` where none can run (code for
+        :mod:`bpfmux.isa.flow`).
     :ivar code_addr: address of slot 0 (``BPF_PSEUDO_FUNC`` addresses are
         ``code_addr + 8 * slot``).
     :ivar entries: slots where functions start (0, call and callback targets).
@@ -80,6 +84,7 @@ class EmuProgram:
         self._closed = False
         self.code_addr = vm.space.add_handle(self)
         self.code: list[tuple[int, int, int, int, int]] = []
+        self.slots: list[Insn | None] = []
         self.invalid: dict[int, str] = {}
         self.entries: set[int] = {0}
         try:
@@ -96,30 +101,24 @@ class EmuProgram:
 
     def _prepare(self, fd_array: Sequence[int] | None) -> None:
         code = self.code
+        slots = self.slots
         for insn in self.insns:
             pc = len(code)
+            insn, problem = runnable(insn)
             op, dst, src, off, imm = insn.opcode, insn.dst, insn.src, insn.off, insn.imm
-            if op == 0x18:
-                if dst >= 10:
-                    self.invalid[pc] = "r10 (frame pointer) is read-only" if dst == 10 else "register out of range"
-                    code.append((interp.INVALID, 0, 0, 0, 0))
-                else:
-                    value = self._resolve_lddw(pc, src, imm & M64, fd_array)
-                    code.append((op, dst, 0, off, value))
-                code.append((interp.MIDDLE_OF_LDDW, 0, 0, 0, 0))
-                continue
-            imm &= M32
-            if imm & 0x80000000:
-                imm -= 1 << 32
-            problem = "register out of range" if dst > 10 or (src > 10 and op != 0x85) else \
-                interp.insn_problem(op, dst, src, off, imm)
+            slots.append(None if problem is not None else insn)
             if problem is not None:
                 self.invalid[pc] = problem
                 code.append((interp.INVALID, 0, 0, 0, 0))
-                continue
-            code.append((op, dst, src, off, imm))
-            if op == 0x85 and src == 1:
-                self.entries.add(pc + 1 + imm)
+            elif op == LDDW:
+                code.append((op, dst, 0, off, self._resolve_lddw(pc, src, imm & M64, fd_array)))
+            else:
+                code.append((op, dst, src, off, imm))
+                if op == CALL and src == CallKind.PSEUDO_CALL:
+                    self.entries.add(pc + 1 + imm)
+            if op == LDDW:
+                code.append((interp.MIDDLE_OF_LDDW, 0, 0, 0, 0))
+                slots.append(None)
         for pc in list(self.entries):
             if not 0 <= pc < len(code):
                 self.entries.discard(pc)
@@ -128,9 +127,9 @@ class EmuProgram:
         vm = self.vm
         if src == 0:
             return imm
-        if src in (_PSEUDO_MAP_FD, _PSEUDO_MAP_VALUE, _PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE):
+        if src in (Pseudo.MAP_FD, Pseudo.MAP_VALUE, Pseudo.MAP_IDX, Pseudo.MAP_IDX_VALUE):
             ref = imm & M32
-            if src in (_PSEUDO_MAP_IDX, _PSEUDO_MAP_IDX_VALUE):
+            if src in (Pseudo.MAP_IDX, Pseudo.MAP_IDX_VALUE):
                 if fd_array is None or ref >= len(fd_array):
                     raise VerifierError(errno.EINVAL, f"{self.name}: insn {pc} refers to fd_array[{ref}] but "
                                         "no such fd_array entry was given (load(..., fd_array=))",
@@ -141,11 +140,11 @@ class EmuProgram:
                 raise VerifierError(errno.EBADF, f"{self.name}: insn {pc}: fd {ref} is not a map of this VM; "
                                     "create maps with VM.create_map() and relocate with their .fd",
                                     program=self.name)
-            if src in (_PSEUDO_MAP_FD, _PSEUDO_MAP_IDX):
+            if src in (Pseudo.MAP_FD, Pseudo.MAP_IDX):
                 return mp.handle
             off = imm >> 32
             return mp.direct_value_addr(off)
-        if src == _PSEUDO_FUNC:
+        if src == Pseudo.FUNC:
             rel = imm & M32
             if rel & 0x80000000:
                 rel -= 1 << 32
@@ -154,8 +153,8 @@ class EmuProgram:
                 raise VerifierError(errno.EINVAL, f"{self.name}: insn {pc}: function address points outside "
                                     "the program", program=self.name)
             self.entries.add(target)
-            return self.code_addr + 8 * target
-        if src == _PSEUDO_BTF_ID:
+            return self.func_addr(target)
+        if src == Pseudo.BTF_ID:
             addr = vm.ksyms.get(imm & M32)
             if addr is None:
                 raise NotSupportedError("ksym", f"{self.name}: insn {pc} loads kernel symbol BTF id "
@@ -203,7 +202,6 @@ class EmuProgram:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
         rs = RunState(vm, self, tier, context)
-        rs.ctx_addr = args[0]
         vm._running += 1
         try:
             if tier == "checked":
@@ -295,6 +293,35 @@ class EmuProgram:
 
     def __repr__(self) -> str:
         return f"<EmuProgram {self.name!r} fd={self.fd} {len(self.code)} slots>"
+
+
+def runnable(insn: Insn) -> tuple[Insn, str | None]:
+    """The instruction as the VM runs it, and why it never can (``None`` when it can).
+
+    The VM runs every valid encoding (:mod:`bpfmux.isa.validity`) except
+    ``addr_space_cast`` (no arenas) and writes to r10. It is lenient where the
+    meaning is clear: fields the operation does not use are ignored (set to
+    zero in the returned instruction) and a 32-bit ``imm`` may be given
+    unsigned. An ``lddw`` of an unknown pseudo source is left to the loader,
+    which refuses it.
+    """
+    insn = canonical(insn)
+    unused: dict[str, int] = {}
+    for flaw in flaws(insn):
+        if flaw.kind is FlawKind.RESERVED:
+            if flaw.field != "imm2":  # the loader reads only the low word of a map reference
+                unused[flaw.field] = 0
+            continue
+        if insn.opcode == LDDW and flaw.kind is FlawKind.OPERAND:
+            break
+        return insn, str(flaw)
+    if unused:
+        insn = dataclasses.replace(insn, **unused)
+    if 10 in regs_written(insn):
+        return insn, "r10 (frame pointer) is read-only"
+    if insn.opcode == Class.ALU64 | Alu.MOV | Source.X and insn.off == ADDR_SPACE_CAST:
+        return insn, "addr_space_cast (arena) is not supported"
+    return insn, None
 
 
 def resolve_function(rs: RunState, addr: int) -> tuple[EmuProgram, int]:
@@ -409,7 +436,7 @@ class VM:
         if int(mtype) == MapType.PERF_EVENT_ARRAY and max_entries == 0:
             max_entries = self.ncpus  # libbpf: one slot per possible CPU
         mp = self.create_map(mtype, spec.key_size, spec.value_size, max_entries, flags=int(flags or 0),
-                             name=getattr(spec, "name", "") or "", inner=inner)
+                             name=spec.name or "", inner=inner)
         data = None
         for attr in ("value", "data", "contents"):
             data = getattr(spec, attr, None)
@@ -552,10 +579,6 @@ class VM:
     def region_at(self, addr: int) -> Region | None:
         """The region containing ``addr`` (see :class:`AddressSpace`)."""
         return self.space.region_at(addr)
-
-
-def _iter_fds(objs: Iterable[Any]) -> list[int]:
-    return [o.fd for o in objs]
 
 
 __all__ = ["TIERS", "VM", "EmuProgram", "RunResult", "SLOT_SHIFT", "BpfError", "resolve_function"]

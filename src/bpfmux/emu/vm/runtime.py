@@ -208,10 +208,6 @@ class RunContext:
 _DEFAULT_CONTEXT = RunContext()
 
 
-class TailCall(Exception):
-    """Raised internally (fast tier) to replace the running program."""
-
-
 class RunState:
     """The state of one program run; every helper gets it as first argument.
 
@@ -228,7 +224,6 @@ class RunState:
 
     __slots__ = (
         "_frames",
-        "ctx_addr",
         "context",
         "cpu",
         "current",
@@ -270,7 +265,6 @@ class RunState:
         self.reservations: dict[int, Any] = {}
         self.locks: set[int] = set()
         self.deferred: list[Callable[[], None]] = []
-        self.ctx_addr = 0
 
     # -- memory -------------------------------------------------------------
 

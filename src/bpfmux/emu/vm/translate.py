@@ -24,6 +24,7 @@ identical programs share one compiled code object (:data:`_CODE_CACHE`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import struct
@@ -33,8 +34,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BpfmuxError, EmulatorFault
+from ...isa.flow import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, live_out, regs_read, regs_written
+from ...isa.insn import Insn
 from . import interp
-from .cfg import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, insn_rw, liveness
 from .interp import INVALID, MIDDLE_OF_LDDW, s32
 from .runtime import MAX_CALL_FRAMES, RunState
 
@@ -56,6 +58,18 @@ _CODE_CACHE_MAX = 512
 _REG_RE = re.compile(r"\br(\d+)\b")
 _ST = {n: struct.Struct(f) for n, f in ((1, "<B"), (2, "<H"), (4, "<I"), (8, "<Q"))}
 _STS = {n: struct.Struct(f) for n, f in ((1, "<b"), (2, "<h"), (4, "<i"))}
+
+
+_NONE: frozenset[int] = frozenset()
+_FP = frozenset((10,))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rw(insn: Insn | None) -> tuple[frozenset[int], frozenset[int]]:
+    """Registers an instruction reads and writes as the VM runs it (r10 left out: it never changes)."""
+    if insn is None:
+        return _NONE, _NONE
+    return regs_read(insn, abi=False) - _FP, regs_written(insn, abi=False)
 
 
 class _Fallback(Exception):
@@ -90,10 +104,11 @@ class _Func:
         self.prog = mod.prog
         self.code = mod.prog.code
         self.entry = entry
-        self.cfg = CFG(self.code, entry)
+        self.slots = mod.prog.slots
+        self.cfg = CFG(self.slots, entry)
         self.sym: dict[int, tuple[Any, ...]] = {}
         self.exit_value = "r0"
-        self.live_out = liveness(self.cfg)
+        self.live_out = live_out(self.cfg, _rw)
         self.live_after: dict[int, frozenset[int]] = {}
         self.fusable: set[int] = set()
 
@@ -423,8 +438,7 @@ class _Func:
         mod = self.mod
         args = ", ".join(self.v(r) for r in (1, 2, 3, 4, 5))
         if op & 0x08:  # callx
-            reg = dst or imm
-            self.assign(0, f"_CALLX(_rs, {pc}, {self.v(reg)}, {args}, _d)", out, ind, pc)
+            self.assign(0, f"_CALLX(_rs, {pc}, {self.v(dst)}, {args}, _d)", out, ind, pc)
             return
         if src == 0:
             fn = mod.vm.helpers.table.get(imm)
@@ -569,7 +583,7 @@ class _Func:
         else:
             live = self.live_out[bid]
             if blk.term == COND:
-                live = live | insn_rw(self.code, last)[0]
+                live = live | _rw(self.slots[last])[0]
             self.flush(out, ind, last, live)
 
     def analyse_block(self, blk: Any) -> None:
@@ -577,7 +591,7 @@ class _Func:
         results used exactly once later in the block (fused into that use)."""
         code = self.code
         live = set(self.live_out[blk.id])
-        rws = [insn_rw(code, pc) for pc in blk.pcs]
+        rws = [_rw(self.slots[pc]) for pc in blk.pcs]
         after: dict[int, frozenset[int]] = {}
         for pc, (reads, writes) in zip(reversed(blk.pcs), reversed(rws), strict=True):
             after[pc] = frozenset(live)
@@ -765,7 +779,6 @@ class _Module:
         self.globals: dict[str, Any] = {}
         self.debug: dict[int, tuple[int, bool]] = {}
         self.wanted: list[int] = []
-        self.uses_addr = False
 
     def bind(self, name: str, value: Any) -> str:
         self.globals[name] = value
@@ -872,11 +885,6 @@ def _callx(rs: RunState, pc: int, target: int, r1: int, r2: int, r3: int, r4: in
     if depth + 1 >= MAX_CALL_FRAMES:
         raise EmulatorFault(f"insn {pc}: call depth exceeds {MAX_CALL_FRAMES} frames", pc=pc)
     return callee.fast_function(off // 8)(rs, r1, r2, r3, r4, r5, depth + 1)
-
-
-def program_source(prog: EmuProgram, dispatch: bool = False) -> str:
-    """The Python source the fast tier generates for ``prog`` (for reading)."""
-    return _Module(prog).build(dispatch)[0]
 
 
 def compile_program(prog: EmuProgram, dispatch: bool = False) -> dict[int, Callable[..., int]]:

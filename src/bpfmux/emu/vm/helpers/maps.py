@@ -49,7 +49,7 @@ def map_lookup_percpu_elem(rs: RunState, m: int, key: int, cpu: int, *_: int) ->
     """``void *bpf_map_lookup_percpu_elem(map, key, cpu)``."""
     mp = map_arg(rs, m)
     fn = getattr(mp, "lookup_percpu", None)
-    if fn is None or not getattr(mp, "percpu", False):
+    if fn is None or not mp.percpu:  # array and hash maps have both
         return 0
     return fn(rs.read(key, mp.key_size), cpu & 0xFFFFFFFF)
 
