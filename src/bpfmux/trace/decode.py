@@ -16,7 +16,7 @@ from typing import Any
 from ..abi.ptregs import reg_offset
 from ..errors import BpfmuxError, ParseError
 from . import progs as P
-from .plan import Probe
+from .plan import Mechanism, Probe
 
 __all__ = ["ArgEvent", "decode_event", "syscall_fields"]
 
@@ -203,12 +203,11 @@ def _regs(payload: bytes, names: tuple[str, ...]) -> list[int]:
     return [int.from_bytes(payload[reg_offset(r):reg_offset(r) + 8], "little") for r in names]
 
 
-def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> ArgEvent:
+def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, tuple[Mechanism, bool]]) -> ArgEvent:
     """Decode one ``events`` record.
 
-    :param kind_of: probe index → how its group attached (``sys_enter``,
-        ``sys_exit``, ``raw_tp``, ``tracepoint``, ``uprobe_multi``, …, with a
-        ``:ret`` suffix for return probes).
+    :param kind_of: probe index → (the :class:`~bpfmux.trace.plan.Mechanism`
+        its group attached with, whether it is a return probe).
     :raises ParseError: a record shorter than the event layout or with an
         unknown probe index.
     """
@@ -221,10 +220,8 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
     payload = bytes(raw[P.EVENT.size:P.EVENT.size + P.PAYLOAD_SIZE])
     string = _cstr(bytes(raw[P.EVENT.size + P.PAYLOAD_SIZE:P.EVENT_SIZE]))
     ev = ArgEvent(ns, pid, tid, cpu, _cstr(comm), probe.name)
-    how = kind_of.get(idx, "")
-    ret = how.endswith(":ret")
-    how = how.split(":")[0]
-    if how == "sys_enter":
+    how, ret = kind_of.get(idx, (None, False))
+    if how is Mechanism.SYS_ENTER:
         fields = probe.info.get("fields") or syscall_fields(probe.info["tracepoint"][1])
         values = _regs(payload, _SYSCALL_REGS)
         str_done = False
@@ -236,13 +233,13 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 ev.args.append((f.name, Ptr(v)))
             else:
                 ev.args.append((f.name, _int(v.to_bytes(8, "little"), _width(f.type), _is_signed(f.type))))
-    elif how == "sys_exit":
+    elif how is Mechanism.SYS_EXIT:
         ev.args.append(("ret", struct.unpack_from("<q", payload, 0)[0]))
-    elif how == "tracepoint":
+    elif how is Mechanism.TRACEPOINT:
         fmt = _tp_format(*probe.info["tracepoint"])
         if fmt is not None:
             ev.args.extend(_record_fields(fmt, payload))
-    elif how == "raw_tp":
+    elif how is Mechanism.RAW_TP:
         name = probe.info.get("raw_tp") or probe.info["tracepoint"][1]
         params = _raw_tp_params(name)
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(12)]
@@ -251,12 +248,12 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 ev.args.append((n, Ptr(v) if ptr else _int(v.to_bytes(8, "little"), size, signed)))
         else:
             ev.args.extend((f"arg{i}", Ptr(v)) for i, v in enumerate(vals[:6]))
-    elif how in ("fentry", "fexit"):
+    elif how in (Mechanism.FENTRY, Mechanism.FEXIT):
         sig = probe.info.get("signature")
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(P.PAYLOAD_SIZE // 8)]
         if sig is not None:
             ev.args.extend(_btf_args(sig, vals[:sig.nregs]))
-            if how == "fexit":
+            if how is Mechanism.FEXIT:
                 rv = vals[sig.nregs]
                 if sig.return_size and sig.return_size < 8:
                     rv &= (1 << (8 * sig.return_size)) - 1
@@ -268,7 +265,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
         else:
             values = _regs(payload, _CALL_REGS)
             sig = probe.info.get("signature")
-            if sig is None and how.startswith("kprobe"):
+            if sig is None and how in (Mechanism.KPROBE, Mechanism.KPROBE_MULTI):
                 sig = _kernel_signature(probe.info.get("function", ""))
             if sig is not None:
                 ev.args.extend(_btf_args(sig, values[:sig.nregs]))

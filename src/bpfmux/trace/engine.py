@@ -353,14 +353,10 @@ class Tracer:
         self._links.append(link)
         self.mechanisms.append(f"{s.text}: perf_event sampling on {len(getattr(link, 'links', [1]))} CPU(s)")
 
-    def kind_of(self) -> dict[int, str]:
-        """Probe index → how its group attached (``:ret`` appended for return
-        probes), what :func:`bpfmux.trace.decode.decode_event` needs."""
-        out: dict[int, str] = {}
-        for g in self.groups:
-            for p in g.probes:
-                out[p.idx] = g.how + (":ret" if g.retprobe else "")
-        return out
+    def kind_of(self) -> dict[int, tuple[Mechanism, bool]]:
+        """Probe index → (its group's mechanism, return probe), what
+        :func:`bpfmux.trace.decode.decode_event` needs."""
+        return {p.idx: (g.how, g.retprobe) for g in self.groups for p in g.probes}
 
     # --- reading ----------------------------------------------------------------------
 
