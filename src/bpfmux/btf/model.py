@@ -481,7 +481,7 @@ class Btf:
         """
         k = _kind_arg(kind)
         head, sep, rest = name.partition(" ")
-        if sep and head in _C_PREFIX and k is None:
+        if sep and head in _C_PREFIX and k is None and not self._has_name(name):  # a type may be named "struct x …"
             name, k = rest.strip(), _C_PREFIX[head]
         ids: list[int] = self.base.find_ids(name, k) if self.base is not None else []
         hit = self._name_index().get(name.encode("utf-8", "surrogateescape"))
@@ -491,6 +491,12 @@ class Btf:
         if k is not None:
             own = [i for i in own if self.kind_of(i) == k or (k == BtfKind.ENUM and self.kind_of(i) == BtfKind.ENUM64)]
         return ids + own
+
+    def _has_name(self, name: str) -> bool:
+        """True when some type (here or in the base) is called exactly ``name``."""
+        if self._name_index().get(name.encode("utf-8", "surrogateescape")) is not None:
+            return True
+        return self.base is not None and self.base._has_name(name)
 
     def find_all(self, name: str, kind: BtfKind | str | int | None = None) -> list[Type]:
         """Every type called ``name`` (of ``kind`` if given), in id order.
