@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .obj.sections import AttachKind
     from .obj.spec import ObjectSpec
 
-__all__ = ["FEATURES", "Closable", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
+__all__ = ["FEATURES", "Closable", "close_all", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
 
 #: the feature names :meth:`Kernel.supports` answers
 FEATURES = ("kprobes", "kprobe_multi", "kprobe_session", "uprobes", "uprobe_multi", "uprobe_session", "fentry",
@@ -69,6 +69,22 @@ class Closable(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_all(objs: Iterable[Any]) -> None:
+    """Close every object in order, all of them even if one close fails
+    (Ctrl-C included); the first error is raised at the end.
+
+    :raises BaseException: the first error a close raised.
+    """
+    errors: list[BaseException] = []
+    for obj in list(objs):
+        try:
+            obj.close()
+        except BaseException as e:  # keep closing, re-raise below
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 @dataclass(frozen=True)
@@ -287,14 +303,7 @@ class Collection(Closable, Mapping[str, "Program | Map"]):
         if self._closed:
             return
         self._closed = True
-        errors: list[BaseException] = []
-        for obj in [*self.programs.values(), *self.maps.values()]:
-            try:
-                obj.close()
-            except BaseException as e:  # keep closing, re-raise below
-                errors.append(e)
-        if errors:
-            raise errors[0]
+        close_all([*self.programs.values(), *self.maps.values()])
 
     @property
     def closed(self) -> bool:

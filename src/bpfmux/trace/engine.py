@@ -127,20 +127,13 @@ class Tracer:
             return
         self._closed = True
         links, self._links = self._links, []
-        errors: list[BaseException] = []
         closables: list[Any] = [*links, *([self._ring] if self._ring is not None else []), *self._programs,
                                 *self.maps.values()]
         if self._own_kernel and self.kernel is not None:
             closables.append(self.kernel)
-        for obj in closables:
-            try:
-                obj.close()
-            except BaseException as e:  # keep closing, re-raise below
-                errors.append(e)
         self._programs = []
         self.maps = {}
-        if errors:
-            raise errors[0]
+        api.close_all(closables)
 
     @property
     def _k(self) -> api.Kernel:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ... import api
+from ...api import close_all
 from ...errors import BpfError
 from .hooks import EmuPerfEvent, TraceEvent
-from .registry import close_all
 from .trampoline import Attachment, KernelFunction
 
 if TYPE_CHECKING:
