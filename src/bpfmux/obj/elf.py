@@ -127,7 +127,9 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
     except NotFoundError as err:
         # a type id or string offset that points nowhere: the object is corrupt
         raise ParseError(f"malformed BPF object: {err}", None, source) from None
-    except BpfmuxError:
+    except BpfmuxError as err:
+        if isinstance(err, TypeError):  # btf's TypeKindError: corrupt BTF gave a type of the wrong kind (a void key)
+            raise ParseError(f"malformed BPF object: {err}", None, source) from None
         raise
     except (struct.error, IndexError, KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError,
             OverflowError, RecursionError, AssertionError) as err:
