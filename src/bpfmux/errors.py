@@ -42,7 +42,11 @@ class BpfError(BpfmuxError, OSError):
     an errno whose builtin ``OSError`` subclass exists (``EPERM`` →
     ``PermissionError``, ``ENOENT`` → ``FileNotFoundError``, …) returns an
     instance that is also of that subclass.
+
+    :ivar log: the kernel's log when it refused a load (BTF, program), else ``""``.
     """
+
+    log: str = ""
 
     def __new__(cls, errno: int, message: str, *args: object) -> Self:
         sub = _errno_class(cls, errno)
