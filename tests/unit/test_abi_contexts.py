@@ -131,3 +131,18 @@ def test_parse_format_fuzz_lines(lines: list[str]) -> None:
         parse_format("".join(lines))
     except ParseError:
         pass
+
+
+def test_func_args_from_btf() -> None:
+    from bpfmux.abi.tracing import func_args_from_btf
+    from bpfmux.btf.builder import BtfBuilder
+
+    b = BtfBuilder()
+    i32 = b.int("int", 4, signed=True)
+    sock = b.struct("sock", [("x", i32)])
+    b.func("f", b.func_proto(i32, [("sk", b.ptr(sock)), ("n", i32), ("p", b.ptr(i32))]))
+    args, ret = func_args_from_btf(b.btf, "f")
+    assert args == [ArgInfo("sk", 8, True, "sock"), ArgInfo("n", 4, False, None, True), ArgInfo("p", 8, True)]
+    assert ret == ArgInfo("ret", 4, False, None, True)
+    with pytest.raises(NotFoundError):
+        func_args_from_btf(b.btf, "g")

@@ -31,9 +31,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError
-from .context import ContextLayout, CtxField
+from .context import ContextLayout, CtxField, LoadKind
+
+if TYPE_CHECKING:
+    from ..btf import Btf
 
 #: Most arguments a traced function may have.
 MAX_TRACE_ARGS = 6
@@ -92,28 +96,29 @@ def frame_layout(view: FrameView, args: Sequence[ArgInfo] = (), ret: ArgInfo | N
     slots = list(args)
     if view in (FrameView.FEXIT, FrameView.FMOD_RET):
         slots.append(ret if ret is not None else ArgInfo("ret"))
-    fields = []
+    slot_fields: list[CtxField] = []
     for i, a in enumerate(slots):
-        load = "ptr_to_btf_id" if a.pointer and a.btf_type else "scalar"
-        fields.append(CtxField(a.name or f"arg{i + 1}", 8 * i, 8, load=load, btf_type=a.btf_type, signed=a.signed))
-    return ContextLayout(f"{view.value} frame of {func or '?'}", 8 * len(fields), "btf", fields=tuple(fields),
-                         func=func or "?")
+        load: LoadKind = "ptr_to_btf_id" if a.pointer and a.btf_type else "scalar"
+        slot_fields.append(CtxField(a.name or f"arg{i + 1}", 8 * i, 8, load=load, btf_type=a.btf_type,
+                                    signed=a.signed))
+    return ContextLayout(f"{view.value} frame of {func or '?'}", 8 * len(slot_fields), "btf",
+                         fields=tuple(slot_fields), func=func or "?")
 
 
-def _btf_arg(btf: object, type_id: int, name: str) -> ArgInfo:
-    """Describe one BTF type as an :class:`ArgInfo` (duck-typed over ``bpfmux.btf``)."""
-    t = btf.resolve(type_id) if hasattr(btf, "resolve") else btf[type_id]  # type: ignore[index]
-    kind = getattr(getattr(t, "kind", None), "name", str(getattr(t, "kind", "")))
-    if kind.upper() in ("PTR",):
-        target = btf.resolve(t.type) if hasattr(btf, "resolve") else None
-        tk = getattr(getattr(target, "kind", None), "name", "")
-        if tk.upper() in ("STRUCT", "UNION"):
-            return ArgInfo(name, 8, True, getattr(target, "name", None) or None)
+def _btf_arg(btf: Btf, type_id: int, name: str) -> ArgInfo:
+    """Describe one BTF type as an :class:`ArgInfo`."""
+    from ..btf.types import Composite, Ptr
+
+    t = btf.resolve(type_id)
+    if isinstance(t, Ptr):
+        target = btf.resolve(t.type_id)
+        if isinstance(target, Composite):
+            return ArgInfo(name, 8, True, target.name or None)
         return ArgInfo(name, 8, True)
     return ArgInfo(name, int(getattr(t, "size", 8) or 8), False, None, bool(getattr(t, "signed", False)))
 
 
-def func_args_from_btf(btf: object, func: str) -> tuple[list[ArgInfo], ArgInfo]:
+def func_args_from_btf(btf: Btf, func: str) -> tuple[list[ArgInfo], ArgInfo]:
     """Arguments and return value of kernel function ``func`` from BTF.
 
     ``btf`` is a :class:`bpfmux.btf.Btf`; the function is looked up by name
@@ -121,13 +126,14 @@ def func_args_from_btf(btf: object, func: str) -> tuple[list[ArgInfo], ArgInfo]:
 
     :raises NotFoundError: no such function in ``btf``.
     """
+    from ..btf.types import FuncProto
+
     try:
-        fn = btf.func(func)  # type: ignore[attr-defined]
-    except (AttributeError, KeyError, LookupError) as exc:
+        sig = btf.func(func)
+    except LookupError as exc:
         raise NotFoundError("kernel function", func, "is it in /sys/kernel/btf/vmlinux?") from exc
-    proto = btf.resolve(fn.type) if hasattr(btf, "resolve") else fn.proto  # type: ignore[attr-defined]
-    params = getattr(proto, "params", ())
-    args = [_btf_arg(btf, p.type, getattr(p, "name", "") or "") for p in params]
-    rtype = getattr(proto, "type", 0)
-    ret = _btf_arg(btf, rtype, "ret") if rtype else ArgInfo("ret")
+    proto = btf[sig.proto_id]
+    assert isinstance(proto, FuncProto)  # Btf.func found it as the FUNC's prototype
+    args = [_btf_arg(btf, p.type_id, p.name) for p in proto.params]
+    ret = _btf_arg(btf, proto.return_type_id, "ret") if proto.return_type_id else ArgInfo("ret")
     return args, ret
