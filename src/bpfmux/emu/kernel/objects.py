@@ -21,6 +21,7 @@ from ..vm.runtime import RunContext
 from .trampoline.frame import CallInfo
 
 if TYPE_CHECKING:
+    from ...attach import Linker
     from ...btf import Btf
     from ..vm.machine import EmuProgram
     from ..vm.maps import ArrayMap
@@ -160,7 +161,7 @@ class EmulatedProgram(api.Program):
                                     AttachType.TRACE_FSESSION_MULTI)
         )
 
-    def _linker(self) -> Any:
+    def _linker(self) -> Linker:
         return self.kernel.linker
 
     def __repr__(self) -> str:
