@@ -37,7 +37,7 @@ def run_guarded(impl: Callable[[Any], int], args: Any) -> int:
 
             traceback.print_exc()
             if getattr(e, "log", ""):
-                print(e.log, file=sys.stderr)
+                print(e.log, file=sys.stderr)  # type: ignore[attr-defined]  # checked by the getattr above
         print(error_line(e), file=sys.stderr)
         return 1
 
