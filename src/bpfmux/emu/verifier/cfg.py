@@ -29,13 +29,13 @@ class Reject(Exception):
 
 _ALU_OPS = {int(o) for o in Alu}
 _JMP_OPS = {int(o) for o in Jmp}
-_SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
+_SIZES: dict[int, int] = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SZ_NAME = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
-_ALU_SYM = {
+_ALU_SYM: dict[int, str] = {
     Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=",
     Alu.LSH: "<<=", Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.MOV: "=", Alu.ARSH: "s>>=",
 }
-_JMP_SYM = {
+_JMP_SYM: dict[int, str] = {
     Jmp.JEQ: "==", Jmp.JGT: ">", Jmp.JGE: ">=", Jmp.JSET: "&", Jmp.JNE: "!=", Jmp.JSGT: "s>",
     Jmp.JSGE: "s>=", Jmp.JLT: "<", Jmp.JLE: "<=", Jmp.JSLT: "s<", Jmp.JSLE: "s<=",
 }
@@ -264,9 +264,9 @@ def build_cfg(insns: list[Insn]) -> Cfg:
         raise Reject(errno.EINVAL, "empty program")
     slots: list[int] = []
     pos = 0
-    for i in insns:
+    for ins in insns:
         slots.append(pos)
-        pos += i.size
+        pos += ins.size
     nslots = pos
     if nslots > 1_000_000:
         raise Reject(errno.E2BIG, f"program has {nslots} instructions; the limit is 1000000")

@@ -91,7 +91,7 @@ COMPLEXITY_LIMIT = 1_000_000
 MAX_CALL_FRAMES = 8
 #: Explored states kept per instruction before the oldest finished ones are dropped.
 MAX_STATES_PER_INSN = 64
-_SIZES = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
+_SIZES: dict[int, int] = {Size.B: 1, Size.H: 2, Size.W: 4, Size.DW: 8}
 _SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
 _PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
                      ProgType.TRACING}
@@ -222,7 +222,7 @@ class _Verifier:
         self.log_level = log_level
         self.max_insns = max_insns
         self.name = name
-        self.cfg: Cfg | None = None
+        self.cfg: Cfg = None  # type: ignore[assignment]  # run() builds it first; only _reject looks earlier, and checks
         self.processed = 0
         self.next_id = 0
         self.explored: dict[int, list[VState]] = {}
@@ -545,7 +545,7 @@ class _Verifier:
         if t == T.PTR_TO_CTX:
             return self._ctx_access(base, regno, off, size, write, val)
         if t == T.PTR_TO_MAP_VALUE:
-            m = base.map
+            m: MapInfo | None = base.map  # type: ignore[assignment]  # Reg.map holds a MapInfo (state.py types it object)
             if write and m is not None and m.readonly:
                 raise self._reject(f"write into map forbidden, value_size={m.value_size} off={base.off + off} "
                                    f"size={size}")
@@ -637,7 +637,7 @@ class _Verifier:
                 raise self._reject(f"misaligned stack access off {o} size {size}")
             self._note_depth(fr, -o)
             if write:
-                self._stack_write(fr, o, size, val)  # type: ignore[arg-type]
+                self._stack_write(fr, o, size, val)  # type: ignore[arg-type]  # a write always comes with its value
                 return NOT_INIT
             return self._stack_read(fr, o, size)
         lo = base.off + off + base.smin
@@ -938,10 +938,10 @@ class _Verifier:
         if info is None:
             raise self._reject(f"calling kernel function {insn.imm} is not allowed (not known to the bpfmux "
                                f"verifier)", errno.EINVAL)
-        for r in range(1, info.nargs + 1):
-            self._read(fr, r)
-        for r in range(1, 6):
-            fr.regs[r] = NOT_INIT
+        for regno in range(1, info.nargs + 1):
+            self._read(fr, regno)
+        for regno in range(1, 6):
+            fr.regs[regno] = NOT_INIT
         if info.ret == "void":
             fr.regs[0] = NOT_INIT
         elif info.ret == "ptr":
@@ -1073,7 +1073,7 @@ class _Verifier:
         if kind == Arg.CONST_MAP_PTR:
             if reg.type != T.CONST_PTR_TO_MAP or reg.null:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=map_ptr")
-            meta.map = reg.map
+            meta.map = reg.map  # type: ignore[assignment]  # Reg.map holds a MapInfo (state.py types it object)
             return
         if kind in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
             self._check_size(st, fr, argno, reg, kind == Arg.CONST_SIZE_OR_ZERO, meta)
@@ -1150,7 +1150,7 @@ class _Verifier:
         if kind == Arg.PTR_TO_CONST_STR:
             if reg.type != T.PTR_TO_MAP_VALUE or reg.null:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=map_value")
-            if reg.map is None or not reg.map.readonly:
+            if reg.map is None or not reg.map.readonly:  # type: ignore[attr-defined]  # Reg.map holds a MapInfo
                 raise self._reject(f"{rn} does not point to a readonly map'")
             if not reg.is_const:
                 raise self._reject(f"{rn} is not a constant address'")
@@ -1215,7 +1215,7 @@ class _Verifier:
                 self._stack_clobber(fr, lo, hi)
             return
         if t == T.PTR_TO_MAP_VALUE and not reg.null:
-            m = reg.map
+            m: MapInfo | None = reg.map  # type: ignore[assignment]  # Reg.map holds a MapInfo (state.py types it object)
             if write and m is not None and m.readonly:
                 raise self._reject(f"write into map forbidden, value_size={m.value_size} off={reg.off} size={size}")
             self._bounds(reg, regno, 0, size, m.value_size if m else 0, "map value",
@@ -1289,7 +1289,7 @@ class _CallMeta:
         self.const_key: int | None = None
 
 
-_ALU_NAMES = {
+_ALU_NAMES: dict[int, str] = {
     Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=", Alu.LSH: "<<=",
     Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.ARSH: "s>>=",
 }
