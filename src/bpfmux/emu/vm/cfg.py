@@ -103,6 +103,7 @@ class CFG:
                 continue
             pcs = []
             pc = lead
+            succs: tuple[int, ...]
             while True:
                 pcs.append(pc)
                 kind, targets = insn_targets(code, pc)
@@ -120,13 +121,13 @@ class CFG:
             if term == COND and succs[0] == succs[1]:
                 term, succs = GOTO, (succs[0],)  # both edges go to the same block; condition has no effect
             self.blocks[lead] = Block(lead, pcs, term, succs)
-        for b in list(self.blocks.values()):
-            for s in b.succs:
+        for blk in list(self.blocks.values()):
+            for s in blk.succs:
                 if s not in self.blocks:  # out of range targets
                     self.blocks[s] = Block(s, [], OUTSIDE, ())
-        for b in self.blocks.values():
-            for s in dict.fromkeys(b.succs):
-                self.blocks[s].preds.append(b.id)
+        for blk in self.blocks.values():
+            for s in dict.fromkeys(blk.succs):
+                self.blocks[s].preds.append(blk.id)
         # 3. RPO (iterative DFS)
         order: list[int] = []
         visited = {entry}

@@ -72,7 +72,7 @@ class EmuMap(api.Map):
         self.key_size = key_size
         self.value_size = value_size
         self.max_entries = max_entries
-        self.flags = flags
+        self.flags = flags  # type: ignore[assignment]  # the raw flag word; api.Map declares MapFlags
         self._fd = self.id = self.handle = -1
         self._closed = True
         self._validate(key_size, value_size, max_entries, flags)
