@@ -54,9 +54,12 @@ def frame_view_for(attach_type: int | None, multi_func: bool = False) -> FrameVi
         AttachType.TRACE_RAW_TP: FrameView.TP_BTF,
     }
     try:
-        return table[AttachType(attach_type)]  # type: ignore[arg-type]
-    except (ValueError, KeyError, TypeError):
-        raise NotSupportedError("tracing attach type", f"no trampoline frame for attach type {attach_type!r}") from None
+        view = table.get(AttachType(attach_type)) if attach_type is not None else None
+    except (ValueError, TypeError):
+        view = None
+    if view is None:
+        raise NotSupportedError("tracing attach type", f"no trampoline frame for attach type {attach_type!r}")
+    return view
 
 
 #: ``U16_MAX``: the size limit of a ``syscall`` program's context.

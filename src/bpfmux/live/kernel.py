@@ -49,6 +49,7 @@ from .program import LiveProgram, load_insns, pack_func_info, pack_line_info
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..btf import Btf
+    from ..btf.sanitize import KernelFeatures
 
 _C = TypeVar("_C", bound=api.Closable)
 
@@ -460,10 +461,10 @@ class LiveLoader(ObjectLoader):
         m[slot] = obj
 
 
-_btf_feats: Any = None
+_btf_feats: KernelFeatures | None = None
 
 
-def _btf_features() -> Any:
+def _btf_features() -> KernelFeatures:
     global _btf_feats
     if _btf_feats is None:
         from ..btf.sanitize import KernelFeatures
@@ -472,7 +473,7 @@ def _btf_features() -> Any:
     return _btf_feats
 
 
-def _missing_feature(ps: Any) -> tuple[str, str] | None:
+def _missing_feature(ps: ProgramSpec) -> tuple[str, str] | None:
     """(feature, why) when the kernel lacks the program's type or attach type."""
     from ..uapi import ProgType
     from .features import features
