@@ -126,6 +126,40 @@ def _session(program: Program, opts: dict[str, Any]) -> bool:
     return bool(opts.pop("session", default))
 
 
+#: the options each attach kind takes besides ``cookie``/``cookies``, ``retprobe``, ``session`` and ``event``
+_OPTIONS: dict[AttachKind, frozenset[str]] = {
+    K.TRACEPOINT: frozenset({"via"}),
+    K.RAW_TRACEPOINT: frozenset(),
+    K.TP_BTF: frozenset(),
+    K.TRAMPOLINE: frozenset({"attach_type"}),
+    K.TRACE_MULTI: frozenset({"attach_type"}),
+    K.MULTI_FUNC: frozenset({"attach_type"}),
+    K.KPROBE: frozenset({"via", "pid"}),
+    K.KSYSCALL: frozenset({"via", "pid"}),
+    K.UPROBE: frozenset({"via", "pid"}),
+    K.KPROBE_MULTI: frozenset(),
+    K.KPROBE_SESSION: frozenset(),
+    K.UPROBE_MULTI: frozenset({"pid"}),
+    K.PERF_EVENT: frozenset({"via", "pid", "sample_freq", "sample_period", "hardware", "cpus"}),
+}
+_COMMON = frozenset({"retprobe", "session"})
+
+
+def _check_options(program: Program, kind: AttachKind, opts: dict[str, Any]) -> None:
+    allowed = _OPTIONS.get(kind, frozenset()) | _COMMON
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed | {"cookie"})) or "no options"
+        raise InvalidArgumentError(f"program {program.name!r} ({kind.value}): unknown attach option "
+                                   f"{', '.join(unknown)}; it takes {takes}")
+
+
+def _no_pid(program: Program, opts: dict[str, Any]) -> None:
+    if "pid" in opts:
+        raise InvalidArgumentError(f"program {program.name!r}: a kprobe fires for every process; pid= filters "
+                                   "uprobes only")
+
+
 def _kind(program: Program) -> AttachKind:
     kind = program.attach_kind
     if kind is None:
@@ -152,7 +186,8 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
     ``event=`` (an open perf event of the same kernel) puts a tracepoint,
     kprobe, uprobe or perf_event program on that event instead.
 
-    :raises InvalidArgumentError: no target given and the section names none.
+    :raises InvalidArgumentError: no target given and the section names none,
+        or an option the program's kind does not take.
     :raises NotSupportedError: the program does not attach to a tracing hook,
         or the kernel lacks its kind.
     :raises NotFoundError: the target does not exist.
@@ -163,6 +198,7 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
         target = program.attach_target
     cookie = opts.pop("cookie", None)
     event = opts.pop("event", None)
+    _check_options(program, kind, opts)
     if event is not None:
         if kind not in (K.TRACEPOINT, K.KPROBE, K.KSYSCALL, K.UPROBE, K.PERF_EVENT):
             raise InvalidArgumentError(f"event= takes a perf event; program {program.name!r} is not a tracepoint, "
@@ -193,6 +229,7 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
             t = linker.syscall_function(t)
         if kind is K.UPROBE or ":" in t:
             return linker.uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
+        _no_pid(program, opts)
         return linker.kprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
     if kind is K.USDT:
         raise NotSupportedError("usdt", "USDT probes are not implemented by bpfmux; attach the program as a uprobe "
@@ -208,7 +245,8 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
 
     :param cookies: one BPF cookie per target (a glob's cookie goes to every
         function it matches).
-    :raises InvalidArgumentError: no targets, or cookies that do not match them.
+    :raises InvalidArgumentError: no targets, cookies that do not match them,
+        or an option the program's kind does not take.
     :raises NotSupportedError: the program cannot be attached to many
         targets, or the kernel lacks the mechanism.
     :raises NotFoundError: a target does not exist or a glob matches nothing.
@@ -220,6 +258,7 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
     if cookies is not None and len(cookies) != len(names):
         raise InvalidArgumentError(f"{len(cookies)} cookies for {len(names)} targets; give one cookie per target")
     kind = _kind(program)
+    _check_options(program, kind, opts)
     if kind in (K.TRACE_MULTI, K.MULTI_FUNC):
         return linker.tracing_multi(program, names, cookies, **opts)
     if kind in (K.KPROBE_MULTI, K.KPROBE_SESSION):
@@ -255,6 +294,7 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
                 return linker.uprobe(program, t, retprobe=retprobe, cookie=c, **opts)
             if kind is K.KSYSCALL:
                 t = linker.syscall_function(t)
+            _no_pid(program, opts)
             return linker.kprobe(program, t, retprobe=retprobe, cookie=c, **opts)
 
         sub = "uprobe" if kind is K.UPROBE or all(":" in t for t in names) else "kprobe"
