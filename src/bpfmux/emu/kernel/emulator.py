@@ -250,7 +250,8 @@ class Emulator(api.Kernel):
                 kfuncs = _kfuncs(insn_list, self.btf)
             result = verify(insn_list, ptype, attach_type=int(at) if at is not None else None,
                             ctx=self._context(ptype, at, attach_target, pflags), maps=maps, kfuncs=kfuncs,
-                            gpl="GPL" in license, flags=int(pflags), name=name)
+                            gpl="GPL" in license, flags=int(pflags), name=name,
+                            func_info=bool(getattr(spec, "func_info", None)))
             max_ctx = result.max_ctx_offset
         vmprog = self.vm.load(insn_list, name=name, prog_type=ptype, expected_attach_type=int(at or 0))
         prog = EmulatedProgram(self, vmprog, section=section, attach_type=at, attach_target=attach_target,

@@ -166,7 +166,7 @@ def verify_program(obj: ObjectSpec, prog: ProgramSpec | str, btf: Btf | None = N
     ctx = program_context(p, btf)
     return verify(insns, p.prog_type, attach_type=p.expected_attach_type, ctx=ctx, maps=infos,
                   kfuncs=_kfuncs(insns, btf), gpl="GPL" in (p.license or obj.license or ""), flags=int(p.flags),
-                  name=p.name, **options)  # type: ignore[arg-type]
+                  name=p.name, func_info=bool(p.func_info), **options)  # type: ignore[arg-type]
 
 
 # keep names importable for type checkers of callers
