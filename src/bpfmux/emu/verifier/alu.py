@@ -76,10 +76,10 @@ def _add32(d: Reg, s: Reg) -> None:
     else:
         d.s32min, d.s32max = lo, hi
     lo, hi = d.u32min + s.u32min, d.u32max + s.u32max
-    if lo > U32 or hi > U32:
+    if lo <= U32 < hi:  # some sums wrap, others do not
         d.u32min, d.u32max = 0, U32
     else:
-        d.u32min, d.u32max = lo, hi
+        d.u32min, d.u32max = lo & U32, hi & U32
 
 
 def _add64(d: Reg, s: Reg) -> None:
@@ -89,10 +89,10 @@ def _add64(d: Reg, s: Reg) -> None:
     else:
         d.smin, d.smax = lo, hi
     lo, hi = d.umin + s.umin, d.umax + s.umax
-    if lo > U64 or hi > U64:
+    if lo <= U64 < hi:
         d.umin, d.umax = 0, U64
     else:
-        d.umin, d.umax = lo, hi
+        d.umin, d.umax = lo & U64, hi & U64
 
 
 def _sub32(d: Reg, s: Reg) -> None:
@@ -101,10 +101,11 @@ def _sub32(d: Reg, s: Reg) -> None:
         d.s32min, d.s32max = S32_MIN, S32_MAX
     else:
         d.s32min, d.s32max = lo, hi
-    if d.u32min < s.u32max:
+    lo, hi = d.u32min - s.u32max, d.u32max - s.u32min
+    if lo < 0 <= hi:  # some differences wrap, others do not
         d.u32min, d.u32max = 0, U32
     else:
-        d.u32min, d.u32max = d.u32min - s.u32max, d.u32max - s.u32min
+        d.u32min, d.u32max = lo & U32, hi & U32
 
 
 def _sub64(d: Reg, s: Reg) -> None:
@@ -113,10 +114,11 @@ def _sub64(d: Reg, s: Reg) -> None:
         d.smin, d.smax = S64_MIN, S64_MAX
     else:
         d.smin, d.smax = lo, hi
-    if d.umin < s.umax:
+    lo, hi = d.umin - s.umax, d.umax - s.umin
+    if lo < 0 <= hi:
         d.umin, d.umax = 0, U64
     else:
-        d.umin, d.umax = d.umin - s.umax, d.umax - s.umin
+        d.umin, d.umax = lo & U64, hi & U64
 
 
 def _mul32(d: Reg, s: Reg) -> None:

@@ -16,7 +16,7 @@ them fresh copies.
 from __future__ import annotations
 
 from .reg import S32_MAX, S32_MIN, S64_MAX, S64_MIN, Reg
-from .tnum import HI32, U32, U64, t_intersect, t_range
+from .tnum import HI32, U32, U64, t_intersect, t_next, t_range
 
 __all__ = ["assign_32_into_64", "coerce_size", "coerce_size_sx", "coerce_subreg_size_sx", "is_sane",
            "mark_32_known", "mark_32_unbounded", "mark_64_unbounded", "mark_unbounded", "sanitize", "sync", "update_bounds",
@@ -89,6 +89,23 @@ def update_bounds(r: Reg) -> None:
         r.umin = tv
     if tv | tm < r.umax:
         r.umax = tv | tm
+    if tm:
+        _single_overlap(r, tv, tm)
+
+
+def _single_overlap(r: Reg, tv: int, tm: int) -> None:
+    """When the unsigned range and the tnum have one value in common (or none),
+    the register is that value."""
+    umin, umax = r.umin, r.umax
+    nxt = t_next(tv, tm, umin)
+    umin_in = umin & ~tm == tv
+    if umin_in:
+        if nxt > umax:
+            r.set_const(umin)
+    elif nxt == tv | tm:
+        r.set_const(nxt)
+    elif nxt <= umax and t_next(tv, tm, nxt) > umax:
+        r.set_const(nxt)
 
 
 def _deduce32(r: Reg) -> None:
@@ -209,6 +226,7 @@ def sanitize(r: Reg) -> None:
     on a path that cannot happen) are forgotten (the tnum stays)."""
     if not is_sane(r):
         mark_unbounded(r)
+        sync(r)
 
 
 def is_sane(r: Reg) -> bool:
@@ -283,6 +301,14 @@ def coerce_size_sx(r: Reg, size: int) -> None:
             r.tv, r.tm = t_range(lo & U64, hi & U64)
             return
     lo, hi = _SX_LIMITS[size]
+    if lo <= r.s32min and r.s32max <= hi:
+        # the low bits already hold a value of that signed size: the 32-bit
+        # bounds stay and the 64-bit value is the 32-bit one, sign-extended
+        r.smin, r.smax = r.s32min, r.s32max
+        r.umin, r.umax = 0, U64
+        r.tv, r.tm = 0, U64
+        sync(r)
+        return
     r.smin = r.s32min = lo
     r.smax = r.s32max = hi
     r.umin = r.u32min = 0

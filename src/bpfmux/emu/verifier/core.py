@@ -700,19 +700,36 @@ class _Verifier(MemoryMixin, CallsMixin):
         scalar_alu(r, src, aop, alu32)
         sanitize(r)
         r.btf = dst.btf if dst.btf and aop in (Alu.ADD, Alu.SUB) and src.tm == 0 and not alu32 else None
-        if aop == Alu.ADD and not alu32 and old_id and src.tm == 0 and r.type == T.SCALAR and \
+        r.id = 0
+        r.off = 0
+        if (aop == Alu.ADD or aop == Alu.SUB) and old_id and not old_id & ADD_CONST and \
                 not (op & 0x08 and insn.src == d):
-            val = src.tv
-            if old_id & ADD_CONST or val > S32_MAX:
-                r.id = 0
-                r.off = 0
-            else:
-                r.id = old_id | ADD_CONST
-                r.off = val
-        else:
-            r.id = 0
-            r.off = 0
+            self._link_const(r, dst, src, aop, alu32, old_id)
         fr.regs[d] = r
+
+    @staticmethod
+    def _link_const(r: Reg, dst: Reg, src: Reg, aop: int, alu32: bool, old_id: int) -> None:
+        """``r = dst +/- constant``: keep ``r`` linked to the registers ``dst`` was
+        linked to, with the constant as offset (what a later comparison learns
+        about one of them is then known about the others)."""
+        if alu32:
+            if src.tm & U32 or src.s32min != src.s32max or src.u32min != src.u32max:
+                return
+            off = s32(src.tv)
+        else:
+            if src.tm or src.smin != src.smax or src.umin != src.umax:
+                return
+            off = s64(src.tv)
+            if not -(1 << 31) <= off <= S32_MAX:
+                return
+        if aop == Alu.SUB:
+            if off == -(1 << 31):
+                return
+            off = -off
+        if alu32 and not (dst.umax <= U32 and dst.umin + off >= 0 and dst.umax + off <= U32):
+            return
+        r.id = old_id | ADD_CONST
+        r.off = off
 
     def _mov_reg(self, fr: Frame, insn: Insn, src: Reg, alu32: bool) -> None:
         d = insn.dst
@@ -1106,10 +1123,11 @@ class _Verifier(MemoryMixin, CallsMixin):
                 c = known.copy()
                 c.off = r.off
                 c.id = r.id
-                delta = Reg.const(s32(r.off) - s32(known.off))
+                delta = Reg.const(r.off - known.off)
                 _add32(c, delta)
                 _add64(c, delta)
                 c.tv, c.tm = t_add(c.tv, c.tm, delta.tv, delta.tm)
+                sync(c)
             c.precise = r.precise
             if is_reg:
                 f.regs[n] = c

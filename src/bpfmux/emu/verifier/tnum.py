@@ -18,7 +18,7 @@ UNKNOWN = (0, U64)
 
 __all__ = [
     "HI32", "U32", "U64", "UNKNOWN", "t_add", "t_and", "t_arshift", "t_bswap", "t_cast", "t_in", "t_intersect",
-    "t_lshift", "t_mul", "t_neg", "t_or", "t_overlap", "t_range", "t_rshift", "t_sub", "t_subreg", "t_union",
+    "t_lshift", "t_mul", "t_neg", "t_next", "t_or", "t_overlap", "t_range", "t_rshift", "t_sub", "t_subreg", "t_union",
     "t_with_subreg", "t_xor",
 ]
 
@@ -111,6 +111,28 @@ def t_mul(av: int, am: int, bv: int, bm: int) -> tuple[int, int]:
         bv = (bv << 1) & U64
         bm = (bm << 1) & U64
     return acc_v, acc_m
+
+
+def t_next(v: int, m: int, z: int) -> int:
+    """The smallest value of the tnum above ``z`` (its lowest value when ``z``
+    is below it, its highest when ``z`` is not below that)."""
+    tmax = v | m
+    if z >= tmax:
+        return tmax
+    if z < v:
+        return v
+    y = z + 1
+    j = v | (y & m)  # agrees with y on the unknown bits
+    if j == y:
+        return y
+    h = (j ^ y).bit_length() - 1  # highest differing bit: a known one
+    above = U64 ^ ((2 << h) - 1)
+    if j > y:  # a known 1 where y has 0: keep y above it, lowest completion below
+        return (y & above) | (v & ~above)
+    # a known 0 where y has 1: count up in the unknown bits above it
+    free = m & above
+    x = (((y & free) | (U64 ^ free)) + 1) & free
+    return v | x
 
 
 def t_overlap(av: int, am: int, bv: int, bm: int) -> bool:
