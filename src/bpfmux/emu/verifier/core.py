@@ -231,6 +231,7 @@ class _Verifier(MemoryMixin, CallsMixin):
         self.idx = 0
         self.prev_idx = -1
         self.cur_hist: list | None = None
+        self.seen = bytearray(len(insns))
 
     # ------------------------------------------------------------------ driver
     def run(self) -> VerifierResult:
@@ -240,6 +241,7 @@ class _Verifier(MemoryMixin, CallsMixin):
             self.cfg = build_cfg(self.insns, self.maps, self.kfuncs, self.gpl, self.sleepable)
             self._do_check()
             max_depth = self._check_stack_depth()
+            self._check_dead_callbacks()
         except Reject as r:
             raise self._error(r) from None
         except (BpfmuxError, ArithmeticError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
@@ -297,6 +299,7 @@ class _Verifier(MemoryMixin, CallsMixin):
         self.idx = 0
         self.prev_idx = -1
         max_insns = self.max_insns
+        seen = self.seen
         while True:
             idx = self.idx
             self.cur_hist = None
@@ -312,6 +315,7 @@ class _Verifier(MemoryMixin, CallsMixin):
                 continue
             if jmp_point[idx]:
                 self._push_hist(0)
+            seen[idx] = 1
             insn = insns[idx]
             self._log_line((cfg.slots[idx], insn))
             self.prev_idx = idx
@@ -321,6 +325,26 @@ class _Verifier(MemoryMixin, CallsMixin):
                     return
                 continue
             self.idx = nxt
+
+    def _check_dead_callbacks(self) -> None:
+        """The kernel removes the code no path reached, whole subprograms
+        included; a function pointer that pointed at a removed subprogram
+        then points at the next subprogram left, or past the end. When more
+        than one subprogram is left, one pointing past the end makes the
+        kernel fail as it splits the program for the JIT (``EFAULT``)."""
+        cfg = self.cfg
+        starts = cfg.subprogs
+        alive = [bool(self.seen[s]) for s in starts]
+        if sum(alive) <= 1:
+            return
+        for i, insn in enumerate(self.insns):
+            if insn.opcode != LDDW or insn.src != 4 or not self.seen[i]:
+                continue
+            k = starts.index(cfg.targets[i])
+            if not any(alive[k:]):
+                self.idx = i
+                raise self._reject(f"verifier bug: No program to jit at insn {cfg.slots[i]} (subprog < 0)",
+                                   errno.EFAULT)
 
     def _path_done(self) -> bool:
         """The current path ended: update the explored states, take the next pending path."""
