@@ -242,7 +242,11 @@ class Emulator(api.Kernel):
                 inner = getattr(m, "inner", None)  # maps of maps only
                 inner_info = MapInfo(int(inner.type), inner.key_size, inner.value_size, inner.max_entries,
                                      inner.flags, inner.name) if inner is not None else None
-                maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info)
+                frozen = None  # a frozen read-only array's value: the kernel reads constants from it
+                if getattr(m, "frozen", False) and int(m.type) == MapType.ARRAY and m.max_entries == 1:
+                    frozen = bytes(m.data[: m.value_size])
+                maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info,
+                                     frozen)
             kfuncs: dict[int, KfuncInfo] = {}
             if self.btf is not None:
                 from ..verifier.objects import _kfuncs
