@@ -46,8 +46,8 @@ def reserved_error(insn: Insn) -> str | None:
     op = insn.opcode
     cls = op & 7
     if op == (Class.JMP | Jmp.JCOND):
-        if insn.src != 0 or insn.dst or insn.imm or insn.off == 0:
-            return f"invalid may_goto off {insn.off} imm {insn.imm}"
+        if insn.src != 0 or insn.dst or insn.imm:  # an offset of 0 is allowed (a no-op)
+            return f"invalid may_goto imm {insn.imm}"
         return None
     if cls == Class.STX and op & 0xE0 == Mode.ATOMIC:
         if insn.imm not in _ATOMIC_OPS:
