@@ -73,7 +73,8 @@ def test_vm_ignores_unused_fields_and_faults_undefined_operations() -> None:
         (Insn(0xBF, 0, 1, 1, 1), "addr_space_cast insn can only be used in a program that has an associated arena"),
         (Insn(0x37, 0, 0, 0, 0), "div by zero"),
         (Insn(0x67, 0, 0, 0, 64), "invalid shift 64"),
-        (Insn(0xE5, 0, 0, 0, 0), "invalid may_goto off 0 imm 0"),
+        (Insn(0xE5, 0, 0, 0, 5), "invalid may_goto imm 5"),
+        (Insn(0xE5, 1, 0, 1, 0), "invalid may_goto imm 0"),  # a register: the same message
     ],
 )
 def test_verifier_words_flaws_as_the_kernel(insn: Insn, message: str) -> None:
@@ -83,6 +84,11 @@ def test_verifier_words_flaws_as_the_kernel(insn: Insn, message: str) -> None:
         verify(prog, ProgType.KPROBE)
     assert info.value.errno == errno.EINVAL
     assert message in info.value.log
+
+
+def test_may_goto_with_offset_zero_is_a_no_op() -> None:
+    """Linux 6.18 accepts ``may_goto +0``."""
+    verify([Insn(0xB7, 0, 0, 0, 0), Insn(0xE5, 0, 0, 0, 0), *RET0], ProgType.KPROBE)
 
 
 def test_unexplored_encodings_are_not_checked() -> None:
