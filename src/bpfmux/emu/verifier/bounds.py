@@ -208,15 +208,14 @@ def sync(r: Reg) -> None:
             r.set_const(v)
             return
     update_bounds(r)
-    _deduce32(r)
-    _deduce64(r)
-    _deduce_mixed(r)
-    _deduce32(r)
-    _deduce64(r)
-    _deduce_mixed(r)
-    _deduce32(r)
-    _deduce64(r)
-    _deduce_mixed(r)
+    # the kernel deduces three rounds; a round that changes nothing ends them early (same result)
+    for _ in range(3):
+        before = (r.umin, r.umax, r.smin, r.smax, r.u32min, r.u32max, r.s32min, r.s32max, r.tv, r.tm)
+        _deduce32(r)
+        _deduce64(r)
+        _deduce_mixed(r)
+        if before == (r.umin, r.umax, r.smin, r.smax, r.u32min, r.u32max, r.s32min, r.s32max, r.tv, r.tm):
+            break
     _bound_offset(r)
     update_bounds(r)
 

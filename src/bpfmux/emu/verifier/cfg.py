@@ -24,6 +24,7 @@ checkpoints, and the registers live before each instruction
 from __future__ import annotations
 
 import errno
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -79,6 +80,7 @@ class Cfg:
     has_loops: bool = False
 
 
+@functools.lru_cache(maxsize=256)
 def unknown_opcode(op: int) -> bool:
     """Whether the kernel's table of instruction codes lacks ``op``."""
     if op == CALLX:
@@ -305,6 +307,7 @@ def build_cfg(insns: list[Insn], maps: Mapping[int, object] | None = None, kfunc
     return cfg
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _reads_writes(insn: Insn | None) -> tuple[frozenset[int], frozenset[int]]:
     """Registers an instruction reads and writes, calls of modelled helpers reading only their arguments."""
     if insn is None:

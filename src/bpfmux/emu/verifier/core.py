@@ -232,6 +232,7 @@ class _Verifier(MemoryMixin, CallsMixin):
         self.prev_idx = -1
         self.cur_hist: list | None = None
         self.seen = bytearray(len(insns))
+        self.encoding_ok = bytearray(len(insns))
 
     # ------------------------------------------------------------------ driver
     def run(self) -> VerifierResult:
@@ -578,9 +579,14 @@ class _Verifier(MemoryMixin, CallsMixin):
             raise self._reject("frame pointer is read only")
 
     def _encoding(self, insn: Insn) -> None:
+        """The reserved-field check of the current instruction (once: it depends on the instruction alone)."""
+        ok = self.encoding_ok
+        if ok[self.idx]:
+            return
         msg = reserved_error(insn)
         if msg is not None:
             raise self._reject(msg, errno.EINVAL)
+        ok[self.idx] = 1
 
     # ------------------------------------------------------------------ one instruction
     def _step(self, st: VState, idx: int, insn: Insn) -> int:

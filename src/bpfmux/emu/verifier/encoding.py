@@ -12,6 +12,7 @@ or writes them ("R12 is invalid").
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from ...isa.analysis import ATOMIC_RMW_OPS
@@ -39,6 +40,7 @@ def _as_valid_regs(insn: Insn) -> Insn:
     return insn
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def reserved_error(insn: Insn) -> str | None:
     """The kernel's message (all are ``EINVAL``) for a field of an explored
     instruction that its group does not allow, or ``None``."""

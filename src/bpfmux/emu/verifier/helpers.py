@@ -297,6 +297,11 @@ def helpers_for(prog_type: int, attach_type: int | None = None) -> frozenset[int
 
     :raises ParseError: the bundled table is damaged.
     """
+    return _helpers_for(int(prog_type), None if attach_type is None else int(attach_type))
+
+
+@functools.lru_cache(maxsize=64)
+def _helpers_for(prog_type: int, attach_type: int | None) -> frozenset[int]:
     avail = _availability()
     if prog_type == ProgType.TRACING:
         base = avail.get("tp_btf", frozenset())

@@ -53,8 +53,11 @@ class Backtrack:
         self.slots = [0] * 8
 
     def empty(self) -> bool:
-        f = self.frame
-        return not any(self.regs[: f + 1]) and not any(self.slots[: f + 1])
+        regs, slots = self.regs, self.slots
+        for f in range(self.frame + 1):
+            if regs[f] or slots[f]:
+                return False
+        return True
 
     def has(self, r: int) -> bool:
         return bool(self.regs[self.frame] >> r & 1)
@@ -89,11 +92,16 @@ def _backtrack_insn(v, idx: int, subseq: int, hist: list | None, bt: Backtrack) 
     op = insn.opcode
     cls = op & 7
     d, s = insn.dst, insn.src
-    linked = hist[3] if hist is not None else None
-    _sync_linked(bt, linked)
-    flags = hist[2] if hist is not None else 0
+    if hist is not None:
+        linked = hist[3]
+        if linked:
+            _sync_linked(bt, linked)
+        flags = hist[2]
+    else:
+        linked = None
+        flags = 0
     if cls == Class.ALU or cls == Class.ALU64:
-        if not bt.has(d):
+        if not bt.regs[bt.frame] >> d & 1:
             return
         aop = op & 0xF0
         if aop == 0xD0 or aop == 0x80:  # END, NEG
@@ -184,7 +192,8 @@ def _backtrack_insn(v, idx: int, subseq: int, hist: list | None, bt: Backtrack) 
         if subseq != idx + 1:
             bt.frame += 1
         return
-    _sync_linked(bt, linked)
+    if linked:
+        _sync_linked(bt, linked)
 
 
 def _is_pseudo_call(insn) -> bool:
@@ -226,6 +235,7 @@ def mark_precise(v, bt: Backtrack) -> None:
     last = v.idx
     subseq = -1
     skip_first = True
+    insns = v.insns
     try:
         while True:
             hist = st.hist
@@ -236,9 +246,14 @@ def mark_precise(v, bt: Backtrack) -> None:
                     skip_first = False
                 else:
                     h = hist[end - 1] if end and hist[end - 1][0] == i else None
-                    _backtrack_insn(v, i, subseq, h, bt)
-                if bt.empty():
-                    return
+                    insn = insns[i]
+                    cls = insn.opcode & 7
+                    # the common case, an ALU instruction whose result is not wanted, changes nothing
+                    if h is not None or (cls != Class.ALU64 and cls != Class.ALU) \
+                            or bt.regs[bt.frame] >> insn.dst & 1:
+                        _backtrack_insn(v, i, subseq, h, bt)
+                        if bt.empty():
+                            return
                 subseq = i
                 # previous instruction
                 if i == first:
