@@ -174,6 +174,7 @@ class Tally:
         self.invalid: dict[str, Counter] = defaultdict(Counter)
         self.examples: dict[str, list[dict]] = defaultdict(list)
         self.slowest: list[tuple[float, str]] = []
+        self.disagreements: list[tuple[str, int]] = []  # (what, seed) of every disagreement and mismatch
 
     def add(self, o: Outcome) -> None:
         self.slowest.append((o.ours_seconds, f"{o.kind}/{o.defect or '-'} seed {o.seed}"))
@@ -214,6 +215,7 @@ class Tally:
             c["both_accept"] += 1
 
     def _example(self, what: str, o: Outcome) -> None:
+        self.disagreements.append((what, o.seed))
         if len(self.examples[what]) < 40:
             self.examples[what].append(o.__dict__)
 
@@ -276,7 +278,8 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"totals": tally.totals(), "valid": tally.valid, "invalid": tally.invalid,
-                       "examples": tally.examples, "slowest": tally.slowest}, f, indent=1, default=str)
+                       "examples": tally.examples, "slowest": tally.slowest,
+                       "disagreements": tally.disagreements}, f, indent=1, default=str)
 
 
 if __name__ == "__main__":
