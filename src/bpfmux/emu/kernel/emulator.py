@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import api
-from ...abi import context_for, frame_layout, frame_view_for
+from ...abi import ContextLayout, context_for, frame_layout, frame_view_for
 from ...abi.tracing import ArgInfo, FrameView
 from ...attach import is_glob
 from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError, ParseError, VerifierError
@@ -35,7 +35,7 @@ from ...isa.insn import Insn
 from ...loader import as_spec
 from ...obj.spec import ObjectSpec
 from ...uapi import AttachType, BtfKind, MapFlags, MapType, ProgFlags, ProgType
-from ..vm.maps import EmuMap
+from ..vm.maps import ArrayMap, EmuMap
 from ..vm.runtime import RunContext
 from .hooks import EmuPerfEvent, TraceEvent, perf_event_data
 from .linker import EmulatedLinker
@@ -243,7 +243,7 @@ class Emulator(api.Kernel):
                 inner_info = MapInfo(int(inner.type), inner.key_size, inner.value_size, inner.max_entries,
                                      inner.flags, inner.name) if inner is not None else None
                 frozen = None  # a frozen read-only array's value: the kernel reads constants from it
-                if getattr(m, "frozen", False) and int(m.type) == MapType.ARRAY and m.max_entries == 1:
+                if isinstance(m, ArrayMap) and m.frozen and int(m.type) == MapType.ARRAY and m.max_entries == 1:
                     frozen = bytes(m.data[: m.value_size])
                 maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info,
                                      frozen)
@@ -263,7 +263,7 @@ class Emulator(api.Kernel):
         prog.max_ctx_offset = max_ctx
         return prog
 
-    def _context(self, ptype: ProgType, attach_type: int, target: str | None, flags: int) -> Any:
+    def _context(self, ptype: ProgType, attach_type: int | None, target: str | None, flags: int) -> ContextLayout:
         multi = ProgFlags.MULTI_FUNC in ProgFlags(flags)
         if ptype != ProgType.TRACING:
             return context_for(ptype, attach_type)

@@ -24,7 +24,7 @@ from .bounds import (
     update_bounds,
     zext_32_to_64,
 )
-from .reg import S32_MAX, S32_MIN, S64_MAX, S64_MIN, Reg
+from .reg import S32_MAX, S32_MIN, S64_MAX, S64_MIN, Reg, T
 from .tnum import (
     U32,
     U64,
@@ -307,7 +307,7 @@ def scalar_alu(dst: Reg, src: Reg, op: int, alu32: bool) -> None:
 
 def _unknown(r: Reg) -> None:
     """Make ``r`` an unknown scalar (``__mark_reg_unknown``), keeping nothing."""
-    r.type = 1  # T.SCALAR
+    r.type = T.SCALAR
     r.off = 0
     r.id = 0
     r.ref = 0

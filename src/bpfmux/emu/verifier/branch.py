@@ -16,7 +16,7 @@ from .tnum import U32, t_and, t_intersect, t_or, t_overlap
 __all__ = ["FLIP", "JSET_FALSE", "REVERSE", "branch_taken", "refine"]
 
 #: ``a op b`` is ``b FLIP[op] a``.
-FLIP = {
+FLIP: dict[int, Jmp] = {
     Jmp.JEQ: Jmp.JEQ, Jmp.JNE: Jmp.JNE, Jmp.JSET: Jmp.JSET,
     Jmp.JGE: Jmp.JLE, Jmp.JGT: Jmp.JLT, Jmp.JLE: Jmp.JGE, Jmp.JLT: Jmp.JGT,
     Jmp.JSGE: Jmp.JSLE, Jmp.JSGT: Jmp.JSLT, Jmp.JSLE: Jmp.JSGE, Jmp.JSLT: Jmp.JSGT,

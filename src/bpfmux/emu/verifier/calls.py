@@ -22,6 +22,7 @@ from ...isa.disasm import helper_name
 from ...uapi import AttachType, HelperId, MapType, ProgType
 from .bounds import sync
 from .helpers import MIGHT_SLEEP, Arg, HelperProto, Ret, map_compatible, proto_for
+from .memory import MemoryMixin
 from .reg import NOT_INIT, Reg, T, s64, type_name
 from .state import MAX_BPF_STACK, Frame, Slot, VState
 
@@ -62,30 +63,17 @@ class _CallMeta:
         self.raw = False
 
 
-class CallsMixin:
+class CallsMixin(MemoryMixin):
     """Calls and exits (see the module docstring)."""
-
-    insns: list
-    cfg: object
-    cur: VState
-    allowed: frozenset[int]
-    kfuncs: dict
-    gpl: bool
-    prog_type: int
-    attach_type: int | None
-    sleepable: bool
-    helpers_used: set[int]
-    call_edges: set[tuple[int, int]]
-    depth: dict[int, int]
 
     # ------------------------------------------------------------------ bpf-to-bpf calls
     def _pseudo_call(self, st: VState, idx: int) -> int:
         cfg = self.cfg
-        target = cfg.targets[idx]  # type: ignore[attr-defined]
+        target = cfg.targets[idx]
         caller = st.frames[-1]
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise self._reject(f"the call stack of {len(st.frames) + 1} frames is too deep", errno.E2BIG)
-        sub = cfg.subprogs.index(target)  # type: ignore[attr-defined]
+        sub = cfg.subprogs.index(target)
         self.call_edges.add((caller.subprog, sub))
         self._enter(st, sub, idx, [caller.regs[i] for i in range(1, 6)])
         for r in range(0, 6):
@@ -117,7 +105,7 @@ class CallsMixin:
         for rid, at in st.refs.items():
             if fr.is_callback and at[1] != fr.frameno:
                 continue
-            raise self._reject(f"Unreleased reference id={rid} alloc_insn={self.cfg.slots[at[0]]}",  # type: ignore
+            raise self._reject(f"Unreleased reference id={rid} alloc_insn={self.cfg.slots[at[0]]}",
                                errno.EINVAL)
 
     def _func_exit(self, st: VState, idx: int) -> int:
@@ -140,9 +128,9 @@ class CallsMixin:
             nxt = callee.callsite + 1
         st.frames.pop()
         if callee.is_callback:
-            prev = self._find_prev_entry(st, nxt)  # type: ignore[attr-defined]
+            prev = self._find_prev_entry(st, nxt)
             if prev is not None:
-                self._widen(prev, st)  # type: ignore[attr-defined]
+                self._widen(prev, st)
         return nxt
 
     @staticmethod
@@ -158,7 +146,8 @@ class CallsMixin:
 
     def _check_return(self, r0: Reg) -> None:
         pt, at = self.prog_type, self.attach_type
-        lo = hi = None
+        lo: int | None = None
+        hi = 0
         if pt == ProgType.TRACING and at in (AttachType.TRACE_FENTRY, AttachType.TRACE_FEXIT):
             lo, hi = 0, 0
         elif pt == ProgType.KPROBE and at is not None and at in (getattr(AttachType, "TRACE_KPROBE_SESSION", -1),
@@ -186,15 +175,15 @@ class CallsMixin:
         if info.ret == "void":
             fr.regs[0] = NOT_INIT
         elif info.ret == "ptr":
-            r = Reg.ptr(T.PTR_TO_BTF_ID)
-            r.btf = info.name
-            r.null = True
-            r.id = self._new_id()  # type: ignore[attr-defined]
-            fr.regs[0] = r
+            ret = Reg.ptr(T.PTR_TO_BTF_ID)
+            ret.btf = info.name
+            ret.null = True
+            ret.id = self._new_id()
+            fr.regs[0] = ret
         elif info.ret == "mem":
-            r = Reg.ptr(T.PTR_TO_MEM)
-            r.size = info.mem_size
-            fr.regs[0] = r
+            ret = Reg.ptr(T.PTR_TO_MEM)
+            ret.size = info.mem_size
+            fr.regs[0] = ret
         else:
             fr.regs[0] = Reg.unknown()
         return idx + 1
@@ -275,7 +264,7 @@ class CallsMixin:
                 and meta.const_key is not None and meta.const_key < m.max_entries)
             if not nonnull:
                 r0.null = True
-                r0.id = self._new_id()  # type: ignore[attr-defined]
+                r0.id = self._new_id()
             elif m is not None and m.inner is not None:
                 r0.type = T.CONST_PTR_TO_MAP
                 r0.map = m.inner
@@ -284,7 +273,7 @@ class CallsMixin:
             r0 = Reg.ptr(T.PTR_TO_MEM)
             r0.size = meta.alloc_size
             r0.null = True
-            r0.id = self._new_id()  # type: ignore[attr-defined]
+            r0.id = self._new_id()
             r0.ref = r0.id
             st.refs[r0.ref] = (idx, len(st.frames) - 1)
             return r0
@@ -293,7 +282,7 @@ class CallsMixin:
             HelperId(hid), None)
         if ret != Ret.BTF_ID:
             r0.null = True
-            r0.id = self._new_id()  # type: ignore[attr-defined]
+            r0.id = self._new_id()
         return r0
 
     def _push_callback(self, st: VState, idx: int, proto: HelperProto, meta: _CallMeta) -> None:
@@ -303,7 +292,7 @@ class CallsMixin:
         sub = cb.subprog
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise self._reject(f"the call stack of {len(st.frames) + 1} frames is too deep", errno.E2BIG)
-        cs = self._push_branch(self.cfg.subprogs[sub], idx)  # type: ignore[attr-defined]
+        cs = self._push_branch(self.cfg.subprogs[sub], idx)
         caller = cs.frames[-1]
         self.call_edges.add((caller.subprog, sub))
         if proto.id == HelperId.loop:
@@ -370,7 +359,7 @@ class CallsMixin:
         if kind in (Arg.PTR_TO_CTX, Arg.PTR_TO_CTX_OR_NULL):
             if reg.type != T.PTR_TO_CTX:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=ctx")
-            self._check_ptr_off(reg, argno)  # type: ignore[attr-defined]
+            self._check_ptr_off(reg, argno)
             return
         if kind in (Arg.PTR_TO_MAP_KEY, Arg.PTR_TO_MAP_VALUE, Arg.PTR_TO_UNINIT_MAP_VALUE,
                     Arg.PTR_TO_MAP_VALUE_OR_NULL):
@@ -396,7 +385,7 @@ class CallsMixin:
                 raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, "
                                    f"mem, ringbuf_mem, buf")
             self._helper_mem(st, argno, reg, size, True, zero_ok=False)
-            self._check_alignment(reg, 0, size, True)  # type: ignore[attr-defined]
+            self._check_alignment(reg, 0, size, True)
             return
         if kind == Arg.PTR_TO_ALLOC_MEM:
             if reg.type != T.PTR_TO_MEM or not reg.ref or reg.null:
@@ -471,25 +460,25 @@ class CallsMixin:
         if t == T.PTR_TO_STACK:
             if size == 0 and not zero_ok:
                 raise self._reject("invalid zero-sized read")
-            lo, hi = self._stack_bounds(st, reg, regno, reg.off, size, write, True)  # type: ignore[attr-defined]
+            lo, hi = self._stack_bounds(st, reg, regno, reg.off, size, write, True)
             if size and write:
-                self._stack_clobber(self._stack_frame(st, reg), lo, hi)  # type: ignore[attr-defined]
+                self._stack_clobber(self._stack_frame(st, reg), lo, hi)
             return
         if t == T.PTR_TO_MAP_VALUE:
             m = reg.map
             if write and m is not None and m.readonly:
                 raise self._reject(f"write into map forbidden, value_size={m.value_size} off={reg.off} size={size}")
-            self._region(reg, regno, reg.off, size, m.value_size if m else 0, zero_ok)  # type: ignore
+            self._region(reg, regno, reg.off, size, m.value_size if m else 0, zero_ok)
             return
         if t == T.PTR_TO_MEM:
             if write and reg.rdonly:
                 raise self._reject(f"R{regno} cannot write into {type_name(reg)}")
-            self._region(reg, regno, reg.off, size, reg.size, zero_ok)  # type: ignore[attr-defined]
+            self._region(reg, regno, reg.off, size, reg.size, zero_ok)
             return
         if t == T.PTR_TO_MAP_KEY:
             if write:
                 raise self._reject(f"R{regno} cannot write into {type_name(reg)}")
-            self._region(reg, regno, reg.off, size, reg.map.key_size if reg.map else reg.size)  # type: ignore
+            self._region(reg, regno, reg.off, size, reg.map.key_size if reg.map else reg.size)
             return
         if t == T.PTR_TO_BTF_ID:
             if write:
@@ -502,7 +491,7 @@ class CallsMixin:
         if reg.type != T.PTR_TO_STACK or reg.tm != 0:
             return None
         o = reg.off + s64(reg.tv)
-        fr = self._stack_frame(st, reg)  # type: ignore[attr-defined]
+        fr = self._stack_frame(st, reg)
         k = (-o - 1) // 8
         bi = o + 8 * (k + 1)
         slot = fr.stack.get(k)
@@ -529,7 +518,7 @@ class CallsMixin:
     def _check_stack_depth(self) -> int:
         cfg = self.cfg
         priv = self.prog_type in _PRIV_STACK_TYPES
-        n = len(cfg.subprogs)  # type: ignore[attr-defined]
+        n = len(cfg.subprogs)
         rounded = [max(16, (self.depth.get(k, 0) + 15) // 16 * 16) if self.depth.get(k, 0) else 0
                    for k in range(n)]
         children: dict[int, list[int]] = {}

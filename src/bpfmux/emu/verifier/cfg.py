@@ -145,15 +145,15 @@ def build_cfg(insns: list[Insn], maps: Mapping[int, object] | None = None, kfunc
     for s in range(nslots):
         while s >= bounds[k + 1]:
             k += 1
-        insn = code[s]
-        op = insn.opcode if insn is not None else 0
-        if insn is not None and _is_jmp_class(op) and op & 0xF0 not in (Jmp.EXIT, Jmp.CALL):
-            off = insn.imm if op == (Class.JMP32 | Jmp.JA) else insn.off
+        at = code[s]
+        op = at.opcode if at is not None else 0
+        if at is not None and _is_jmp_class(op) and op & 0xF0 not in (Jmp.EXIT, Jmp.CALL):
+            off = at.imm if op == (Class.JMP32 | Jmp.JA) else at.off
             t = s + 1 + _s32(off) if op == (Class.JMP32 | Jmp.JA) else s + 1 + off
             if t < bounds[k] or t >= bounds[k + 1]:
                 raise Reject(errno.EINVAL, f"jump out of range from insn {s} to {t}", s)
         if s == bounds[k + 1] - 1:
-            if insn is None or op not in (Class.JMP | Jmp.EXIT, Class.JMP | Jmp.JA, Class.JMP32 | Jmp.JA):
+            if at is None or op not in (Class.JMP | Jmp.EXIT, Class.JMP | Jmp.JA, Class.JMP32 | Jmp.JA):
                 raise Reject(errno.EINVAL, "last insn is not an exit or jmp", s)
 
     # 3. instruction slots: LDX fields, lddw forms and maps, known opcodes
@@ -227,22 +227,22 @@ def build_cfg(insns: list[Insn], maps: Mapping[int, object] | None = None, kfunc
 
     while stack:
         t = stack[-1]
-        insn = code[t]
-        if insn is None:  # a jump into the second half of an lddw: the kernel walks on from there
+        cur = code[t]
+        if cur is None:  # a jump into the second half of an lddw: the kernel walks on from there
             if not push(t, t + 1, False):
                 state[t] = 2
                 stack.pop()
             continue
-        op = insn.opcode
+        op = cur.opcode
         cls = op & 7
-        size = insn.size
+        size = cur.size
         more = False
-        if op == LDDW and insn.src == Pseudo.FUNC:
+        if op == LDDW and cur.src == Pseudo.FUNC:
             more = push(t, t + size, False)
             if not more:
                 prune[t + size] = jmp_point[t + size] = True
                 prune[t] = True
-                more = push(t, t + 1 + _s32(insn.imm), True)
+                more = push(t, t + 1 + _s32(cur.imm), True)
         elif cls not in (Class.JMP, Class.JMP32):
             more = push(t, t + size, False)
         else:
@@ -250,16 +250,16 @@ def build_cfg(insns: list[Insn], maps: Mapping[int, object] | None = None, kfunc
             if jop == Jmp.EXIT:
                 more = False
             elif jop == Jmp.CALL:
-                if insn.src == 0 and insn.imm in SYNC_CALLBACK_HELPERS:
+                if cur.src == 0 and cur.imm in SYNC_CALLBACK_HELPERS:
                     calls_cb[t] = force_cp[t] = prune[t] = jmp_point[t] = True
                 more = push(t, t + 1, False)
                 if not more:
                     prune[t + 1] = jmp_point[t + 1] = True
-                    if insn.src == 1:
+                    if cur.src == 1:
                         prune[t] = True
-                        more = push(t, t + 1 + _s32(insn.imm), True)
+                        more = push(t, t + 1 + _s32(cur.imm), True)
             elif jop == Jmp.JA:
-                w = t + 1 + (_s32(insn.imm) if cls == Class.JMP32 else insn.off)
+                w = t + 1 + (_s32(cur.imm) if cls == Class.JMP32 else cur.off)
                 more = push(t, w, False)
                 if 0 <= w < nslots:
                     prune[w] = jmp_point[w] = True
@@ -269,16 +269,17 @@ def build_cfg(insns: list[Insn], maps: Mapping[int, object] | None = None, kfunc
                     force_cp[t] = True
                 more = push(t, t + 1, False)
                 if not more:
-                    more = push(t, t + 1 + insn.off, True)
+                    more = push(t, t + 1 + cur.off, True)
         if not more:
             state[t] = 2
             stack.pop()
     for s in range(nslots):
-        if code[s] is None:
+        at = code[s]
+        if at is None:
             continue
         if state[s] != 2:
             raise Reject(errno.EINVAL, f"unreachable insn {s}", s)
-        if code[s].opcode == LDDW and state[s + 1]:
+        if at.opcode == LDDW and state[s + 1]:
             raise Reject(errno.EINVAL, f"jump into the middle of ldimm64 insn {s}", s)
 
     targets = [-1] * n

@@ -61,12 +61,11 @@ from ...isa.opcodes import LDDW, SIZE_BYTES, Alu, Class, Jmp, Mode
 from ...uapi import ProgFlags, ProgType
 from .alu import fork_width, scalar_alu, scalar_end, scalar_neg
 from .bounds import coerce_size_sx, coerce_subreg_size_sx, is_sane, mark_32_known, sanitize, sync, zext_32_to_64
-from .branch import REVERSE, branch_taken, refine
+from .branch import FLIP, REVERSE, branch_taken, refine
 from .calls import CallsMixin
 from .cfg import Cfg, Reject, build_cfg
 from .encoding import reserved_error
 from .helpers import helpers_for
-from .memory import MemoryMixin
 from .precision import DST_STACK, SRC_STACK, Backtrack, mark_precise
 from .reg import ADD_CONST, NOT_INIT, S32_MAX, S64_MAX, S64_MIN, Reg, T, s32, s64, type_name
 from .state import EXACT, MAX_VAR_OFF, NOT_EXACT, RANGE_WITHIN, Frame, Slot, VState, maybe_looping, states_equal
@@ -185,13 +184,13 @@ def _render(lines: Iterable[str | tuple[int, Insn]]) -> str:
     return "\n".join(x if isinstance(x, str) else f"{x[0]}: {format_kernel(x[1])}" for x in lines)
 
 
-_ALU_NAMES = {
+_ALU_NAMES: dict[int, str] = {
     Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=", Alu.LSH: "<<=",
     Alu.RSH: ">>=", Alu.NEG: "neg", Alu.MOD: "%=", Alu.XOR: "^=", Alu.MOV: "=", Alu.ARSH: "s>>=", Alu.END: "endian",
 }
 
 
-class _Verifier(MemoryMixin, CallsMixin):
+class _Verifier(CallsMixin):
     def __init__(self, insns: list[Insn], prog_type: int, attach_type: int | None, ctx: ContextLayout,
                  maps: dict[int, MapInfo], allowed: frozenset[int], kfuncs: dict[int, KfuncInfo], gpl: bool,
                  log_level: int, max_insns: int, name: str, flags: int, func_info: bool) -> None:
@@ -679,17 +678,14 @@ class _Verifier(MemoryMixin, CallsMixin):
             return
         if aop == Alu.MOV:
             if op & 0x08:
-                src = self._read(fr, insn.src)
+                moved = self._read(fr, insn.src)
                 self._check_dst(d)
-                self._mov_reg(fr, insn, src, alu32)
+                self._mov_reg(fr, insn, moved, alu32)
             else:
                 self._check_dst(d)
                 fr.regs[d] = Reg.const(insn.imm & U32 if alu32 else insn.imm)
             return
-        if op & 0x08:
-            src = self._read(fr, insn.src)
-        else:
-            src = None
+        src: Reg | None = self._read(fr, insn.src) if op & 0x08 else None
         dst = self._read(fr, d)
         if (aop == Alu.DIV or aop == Alu.MOD) and not op & 0x08 and insn.imm == 0:
             raise self._reject("div by zero", errno.EINVAL)
@@ -1005,7 +1001,7 @@ class _Verifier(MemoryMixin, CallsMixin):
                 cs = fc.stack.get(k)
                 if cs is None or not os_.spilled or not cs.spilled:
                     continue
-                o, c = os_.spill, cs.spill
+                o, c = os_.spill, cs.spill  # type: ignore[assignment]  # 'spilled' means spill is not None
                 if o.type != T.SCALAR or c.type != T.SCALAR or o.precise or c.precise or _regs_exact(o, c, ids):
                     continue
                 fc.stack[k] = Slot(cs.bytes, Reg.unknown())
@@ -1091,8 +1087,7 @@ class _Verifier(MemoryMixin, CallsMixin):
             return -1
         if not (b.type == T.SCALAR and b.tm == 0):
             a, b = b, a
-            jop = {Jmp.JGT: Jmp.JLT, Jmp.JLT: Jmp.JGT, Jmp.JGE: Jmp.JLE, Jmp.JLE: Jmp.JGE, Jmp.JSGT: Jmp.JSLT,
-                   Jmp.JSLT: Jmp.JSGT, Jmp.JSGE: Jmp.JSLE, Jmp.JSLE: Jmp.JSGE}.get(jop, jop)
+            jop = FLIP.get(jop, jop)
         if not (b.type == T.SCALAR and b.tm == 0):
             return -1
         if not self._not_null(a) or b.tv != 0:
@@ -1162,7 +1157,7 @@ class _Verifier(MemoryMixin, CallsMixin):
             if is_reg:
                 f.regs[n] = c
             else:
-                f.stack[n] = Slot(slot.bytes, c)
+                f.stack[n] = Slot(f.stack[n].bytes, c)
 
     def _mark_ptr_or_null(self, st: VState, ptr: Reg, is_null: bool) -> None:
         pid = ptr.id

@@ -18,6 +18,7 @@ import errno
 from typing import TYPE_CHECKING
 
 from ...uapi import ProgType
+from .base import VerifierParts
 from .bounds import coerce_size, coerce_size_sx, is_sane, mark_unbounded
 from .precision import stack_flags
 from .reg import NOT_INIT, S64_MIN, Reg, T, s64, type_name
@@ -63,20 +64,8 @@ def _scrub(slot: Slot) -> str:
     return b
 
 
-class MemoryMixin:
+class MemoryMixin(VerifierParts):
     """Memory access checks (see the module docstring)."""
-
-    # attributes and methods of the verifier this mixin uses
-    cur: VState
-    ctx: object
-    max_ctx_off: int
-    depth: dict[int, int]
-
-    def _reject(self, msg: str, err: int = errno.EACCES) -> Exception: ...  # pragma: no cover
-    def _read(self, fr: Frame, r: int) -> Reg: ...  # pragma: no cover
-    def _check_dst(self, r: int) -> None: ...  # pragma: no cover
-    def _push_hist(self, flags: int, linked: list | None = None) -> None: ...  # pragma: no cover
-    def _mark_precise(self, regno: int) -> None: ...  # pragma: no cover
 
     # ------------------------------------------------------------------ entry point
     def _check_mem_access(self, st: VState, regno: int, off: int, size: int, write: bool, value_regno: int,
@@ -100,7 +89,7 @@ class MemoryMixin:
         elif t == T.PTR_TO_MAP_KEY:
             if write:
                 raise self._reject(f"write to change key R{regno} not allowed")
-            self._region(reg, regno, off, size, reg.map.key_size if reg.map else reg.size)  # type: ignore
+            self._region(reg, regno, off, size, reg.map.key_size if reg.map else reg.size)
             result = Reg.unknown()
         elif t == T.PTR_TO_MAP_VALUE:
             m = reg.map
@@ -227,14 +216,14 @@ class MemoryMixin:
 
     # ------------------------------------------------------------------ context
     def _ctx_access(self, off: int, size: int, write: bool) -> Reg | None:
-        verdict = self.ctx.check(off, size, write)  # type: ignore[attr-defined]
+        verdict = self.ctx.check(off, size, write)
         if not verdict.ok:
             raise self._reject(verdict.reason)
         if write:
             return None
         self.max_ctx_off = max(self.max_ctx_off, off + size)
         if verdict.load == "ptr_to_packet":
-            raise self._reject(f"{self.ctx.name}: packet pointers are not modelled by the bpfmux verifier",  # type: ignore
+            raise self._reject(f"{self.ctx.name}: packet pointers are not modelled by the bpfmux verifier",
                                errno.EINVAL)
         if verdict.load == "ptr_to_btf_id":
             r = Reg.ptr(T.PTR_TO_BTF_ID)
@@ -289,7 +278,7 @@ class MemoryMixin:
         if val is not None and bi == 0 and val.type == T.SCALAR:
             fits = val.umax.bit_length() <= 8 * size
             if fits:
-                val = self._assign_id(cur, value_regno, val)  # type: ignore[attr-defined]
+                val = self._assign_id(cur, value_regno, val)
             spill = val
             if not fits and val.id:
                 spill = val.copy()

@@ -130,7 +130,7 @@ def program_context(prog: ProgramSpec, btf: Btf | None = None) -> ContextLayout:
 
 def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
     from ...btf.funcs import prototype
-    from ...btf.types import Enum, Func, Int, Ptr, Void
+    from ...btf.types import Enum, Func, FuncProto, Int, Ptr, Void
 
     out: dict[int, KfuncInfo] = {}
     if btf is None:
@@ -141,9 +141,10 @@ def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
                 f = btf[insn.imm]
             except (KeyError, IndexError, NotFoundError):
                 continue
-            if not isinstance(f, Func):
+            proto = btf[f.type_id] if isinstance(f, Func) else None
+            if not isinstance(f, Func) or not isinstance(proto, FuncProto):
                 continue
-            sig = prototype(btf, btf[f.type_id], f.name, f.id)
+            sig = prototype(btf, proto, f.name, f.id)
             r = btf.resolve(sig.return_type)
             size = 0
             if isinstance(r, Void) or not sig.return_size:
@@ -151,7 +152,7 @@ def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
             elif isinstance(r, Ptr):
                 target = btf.resolve(btf[r.type_id]) if r.type_id else None
                 ret = "mem" if isinstance(target, (Int, Enum)) else "ptr"
-                if ret == "mem":
+                if ret == "mem" and target is not None:
                     size = btf.sizeof(target)
             else:
                 ret = "scalar"

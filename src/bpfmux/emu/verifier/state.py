@@ -102,7 +102,7 @@ class VState:
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
-        self.refs: dict[int, int] = {}  # ref id -> insn that acquired it
+        self.refs: dict[int, tuple[int, int]] = {}  # ref id -> (insn that acquired it, its frame)
         self.parent: VState | None = None
         self.branches = 1
         self.insn = -1

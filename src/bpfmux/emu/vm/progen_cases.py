@@ -394,10 +394,10 @@ def _kind_calls(rng: random.Random, seed: int) -> ProgramCase:
         a.emit(Insn(0xB7, 0, 0, 0, rng.randint(0, 9)))
         args = [1, 2, 3, 4, 5]
         for _ in range(rng.randint(1, 6)):
-            r = rng.random()
-            if r < 0.6:
+            roll = rng.random()
+            if roll < 0.6:
                 a.emit(_alu(rng, rng.choice([0, 1, 2, 3, 4, 5]), args))
-            elif r < 0.8:
+            elif roll < 0.8:
                 a.emit(Insn(0x7B, 10, rng.choice(args), -8 * rng.randint(1, used // 8), 0))
             else:
                 a.emit(Insn(0x79, rng.choice([0, 1, 2]), 10, -8 * rng.randint(1, used // 8), 0))
