@@ -58,25 +58,40 @@ def test_vm_ignores_unused_fields_and_faults_undefined_operations() -> None:
 @pytest.mark.parametrize(
     ("insn", "message"),
     [
-        (Insn(0x07, 0, 1, 0, 1), "BPF_ALU64 uses reserved fields"),
+        (Insn(0x07, 0, 1, 0, 1), "BPF_ALU uses reserved fields"),
         (Insn(0x04, 0, 11, 0, 1), "BPF_ALU uses reserved fields"),
-        (Insn(0x0F, 0, 11, 3, 0), "R11 is invalid"),
+        (Insn(0x0F, 0, 11, 3, 0), "BPF_ALU uses reserved fields"),  # fields are checked before registers
+        (Insn(0x0F, 0, 11, 0, 0), "R11 is invalid"),
         (Insn(0xFF), "unknown opcode ff"),
         (Insn(0x96), "unknown opcode 96"),
         (Insn(0xD4, 0, 0, 1, 16), "BPF_END uses reserved fields"),
         (Insn(0x95, 1), "BPF_EXIT uses reserved fields"),
-        (Insn(0x8D, 1), "BPF_CALL uses reserved fields"),
-        (Insn(0x18, 1, 7, 0, 0), "invalid bpf_ld_imm64 insn"),
+        (Insn(0x8D, 1), "unknown opcode 8d"),  # callx is not in the kernel's instruction table
+        (Insn(0x18, 1, 7, 0, 0), "unrecognized bpf_ld_imm64 insn"),
         (Insn(0xD3, 10, 0, -8, Atomic.ADD), "invalid atomic operand size"),
         (Insn(0xDB, 10, 0, -8, 0x02), "BPF_ATOMIC uses invalid atomic opcode 02"),
-        (Insn(0xDB, 0, 10, -8, Atomic.LOAD_ACQ), "BPF_ATOMIC uses invalid atomic opcode 100"),
         (Insn(0xBF, 0, 1, 1, 1), "addr_space_cast insn can only be used in a program that has an associated arena"),
         (Insn(0x37, 0, 0, 0, 0), "div by zero"),
         (Insn(0x67, 0, 0, 0, 64), "invalid shift 64"),
+        (Insn(0xE5, 0, 0, 0, 5), "invalid may_goto imm 5"),
+        (Insn(0xE5, 1, 0, 1, 0), "invalid may_goto imm 0"),  # a register: the same message
     ],
 )
 def test_verifier_words_flaws_as_the_kernel(insn: Insn, message: str) -> None:
+    """Checked against Linux 6.18: the same message for each (an exit ends the program)."""
+    prog = [Insn(0xB7, 0, 0, 0, 0), insn] if insn.opcode == 0x95 else [Insn(0xB7, 0, 0, 0, 0), insn, *RET0]
     with pytest.raises(VerifierError) as info:
-        verify([Insn(0xB7, 0, 0, 0, 0), insn, *RET0], ProgType.KPROBE)
+        verify(prog, ProgType.KPROBE)
     assert info.value.errno == errno.EINVAL
     assert message in info.value.log
+
+
+def test_may_goto_with_offset_zero_is_a_no_op() -> None:
+    """Linux 6.18 accepts ``may_goto +0``."""
+    verify([Insn(0xB7, 0, 0, 0, 0), Insn(0xE5, 0, 0, 0, 0), *RET0], ProgType.KPROBE)
+
+
+def test_unexplored_encodings_are_not_checked() -> None:
+    """Like the kernel, fields are checked on explored instructions only: a
+    reserved field behind a branch that is never taken is accepted."""
+    verify([Insn(0xB7, 0, 0, 0, 0), Insn(0x15, 0, 0, 1, 0), Insn(0x07, 0, 1, 0, 1), Insn(0x95)], ProgType.KPROBE)

@@ -2,8 +2,11 @@
 
 Loads, for every (program type, helper id), a program that zeroes r1-r5 and
 calls the helper, and classifies the verifier's answer: "cannot use helper"
-or "unknown func" means the type may not call it; any other answer (accepted,
-or rejected for its arguments) means it may. Used by
+or "unknown func" means the type may not call it; an acceptance, or a
+rejection after the verifier reached the call (for its arguments, or because
+it might sleep) means it may. SYSCALL programs are loaded sleepable, the only
+way the kernel loads them; any answer before the call (the program refused as
+a whole) is an error of the probe, not a verdict on the helper. Used by
 ``tests/live/test_verifier_corpus.py`` to check
 ``bpfmux/data/verifier_helper_types.json`` against the kernel, and run as a
 script (as root) to regenerate that file::
@@ -23,18 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verifier_kshim import prog_load
 
-#: program types probed: name -> (prog_type, expected_attach_type, attach tracepoint for tp_btf)
+#: program types probed: name -> (prog_type, expected_attach_type, attach tracepoint for tp_btf, prog flags)
 PROBED = {
-    "socket_filter": (1, 0, None),
-    "kprobe": (2, 0, None),
-    "sched_cls": (3, 0, None),
-    "tracepoint": (5, 0, None),
-    "xdp": (6, 0, None),
-    "perf_event": (7, 0, None),
-    "raw_tracepoint": (17, 0, None),
-    "tp_btf": (26, 23, "btf_trace_sched_switch"),
-    "syscall": (31, 0, None),
+    "socket_filter": (1, 0, None, 0),
+    "kprobe": (2, 0, None, 0),
+    "sched_cls": (3, 0, None, 0),
+    "tracepoint": (5, 0, None, 0),
+    "xdp": (6, 0, None, 0),
+    "perf_event": (7, 0, None, 0),
+    "raw_tracepoint": (17, 0, None, 0),
+    "tp_btf": (26, 23, "btf_trace_sched_switch", 0),
+    "syscall": (31, 0, None, 16),  # BPF_F_SLEEPABLE: the kernel loads no other SYSCALL program
 }
+_CALL_SLOT = 5  # the call's index in the probe program
 MAX_HELPER = 211
 _REFUSED = ("cannot use helper", "unknown func", "invalid func")
 
@@ -55,17 +59,31 @@ def _prog(helper: int) -> bytes:
     return b"".join(struct.pack("<BBhi", op, dst, off, imm) for op, dst, off, imm in insns)
 
 
+def _reached_call(log: str) -> bool:
+    """Whether the verifier's log shows it got to the call instruction."""
+    return any(line.startswith(f"{_CALL_SLOT}: (85)") for line in log.splitlines())
+
+
 def probe() -> dict[str, list[int]]:
-    """``{type name: sorted allowed helper ids}`` for this kernel."""
+    """``{type name: sorted allowed helper ids}`` for this kernel.
+
+    :raises RuntimeError: a program was refused before its call, so the answer
+        says nothing about the helper (the probe's own program is wrong).
+    """
     table: dict[str, list[int]] = {}
-    for name, (ptype, attach, tp) in PROBED.items():
+    for name, (ptype, attach, tp, flags) in PROBED.items():
         btf_id = btf_type_id(tp) if tp else 0
         allowed = []
         for helper in range(1, MAX_HELPER + 1):
-            err, log = prog_load(ptype, _prog(helper), expected_attach=attach, attach_btf_id=btf_id)
-            last = log.strip().splitlines()[-2:] if log else []
-            if err and any(r in line for line in last for r in _REFUSED):
+            err, log = prog_load(ptype, _prog(helper), expected_attach=attach, attach_btf_id=btf_id, flags=flags)
+            if not err:
+                allowed.append(helper)
                 continue
+            last = log.strip().splitlines()[-2:] if log else []
+            if any(r in line for line in last for r in _REFUSED):
+                continue
+            if not _reached_call(log):
+                raise RuntimeError(f"{name}: helper {helper}: refused before the call (errno {err}): {last}")
             allowed.append(helper)
         table[name] = allowed
     return table

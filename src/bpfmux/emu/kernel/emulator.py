@@ -35,7 +35,7 @@ from ...isa.insn import Insn
 from ...loader import as_spec
 from ...obj.spec import ObjectSpec
 from ...uapi import AttachType, BtfKind, MapFlags, MapType, ProgFlags, ProgType
-from ..vm.maps import EmuMap
+from ..vm.maps import ArrayMap, EmuMap
 from ..vm.runtime import RunContext
 from .hooks import EmuPerfEvent, TraceEvent, perf_event_data
 from .linker import EmulatedLinker
@@ -242,7 +242,11 @@ class Emulator(api.Kernel):
                 inner = getattr(m, "inner", None)  # maps of maps only
                 inner_info = MapInfo(int(inner.type), inner.key_size, inner.value_size, inner.max_entries,
                                      inner.flags, inner.name) if inner is not None else None
-                maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info)
+                frozen = None  # a frozen read-only array's value: the kernel reads constants from it
+                if isinstance(m, ArrayMap) and m.frozen and int(m.type) == MapType.ARRAY and m.max_entries == 1:
+                    frozen = bytes(m.data[: m.value_size])
+                maps[m.fd] = MapInfo(int(m.type), m.key_size, m.value_size, m.max_entries, m.flags, m.name, inner_info,
+                                     frozen)
             kfuncs: dict[int, KfuncInfo] = {}
             if self.btf is not None:
                 from ..verifier.objects import _kfuncs
@@ -250,7 +254,8 @@ class Emulator(api.Kernel):
                 kfuncs = _kfuncs(insn_list, self.btf)
             result = verify(insn_list, ptype, attach_type=int(at) if at is not None else None,
                             ctx=self._context(ptype, at, attach_target, pflags), maps=maps, kfuncs=kfuncs,
-                            gpl="GPL" in license, flags=int(pflags), name=name)
+                            gpl="GPL" in license, flags=int(pflags), name=name,
+                            func_info=bool(getattr(spec, "func_info", None)))
             max_ctx = result.max_ctx_offset
         vmprog = self.vm.load(insn_list, name=name, prog_type=ptype, expected_attach_type=int(at or 0))
         prog = EmulatedProgram(self, vmprog, section=section, attach_type=at, attach_target=attach_target,

@@ -1,426 +1,354 @@
-"""Scalar arithmetic and branch refinement for the emulator's verifier.
+"""Value tracking of scalar ALU operations, as precise as the kernel's and no more.
 
-:func:`scalar_alu` computes the abstract result of an ALU/ALU64 operation on
-two scalars (bounds + tnum), exactly when both are constants. :func:`branch`
-decides whether a conditional jump is always/never taken and narrows both
-operands on each side (the kernel's ``is_branch_taken`` and
-``reg_set_min_max``).
+:func:`scalar_alu` updates a destination register for ``dst op= src`` with
+the kernel verifier's rules (``adjust_scalar_min_max_vals`` of Linux 6.18):
+add, sub, mul, and, or, xor and the shifts by a known in-range amount
+compute new bounds and tnum on 32 and 64 bits; division, modulo, and shifts
+by an unknown or too large amount give an unknown value. :func:`scalar_neg`
+and :func:`scalar_end` are negation and the byte swaps. Being more precise
+than the kernel would prune paths the kernel explores (and accept programs
+it rejects); being less precise would reject programs it accepts.
+
+Every function changes the destination register in place: pass a fresh copy.
 """
 
 from __future__ import annotations
 
-from ...isa.opcodes import Alu, Jmp
-from .state import (
-    S32_MAX,
-    S32_MIN,
-    S64_MAX,
-    S64_MIN,
+from ...isa.opcodes import Alu
+from .bounds import (
+    coerce_size,
+    mark_32_unbounded,
+    mark_64_unbounded,
+    mark_unbounded,
+    sync,
+    update_bounds,
+    zext_32_to_64,
+)
+from .reg import S32_MAX, S32_MIN, S64_MAX, S64_MIN, Reg, T
+from .tnum import (
     U32,
-    Reg,
-    tnum_add,
-    tnum_and,
-    tnum_intersect,
-    tnum_or,
-    tnum_range,
-    tnum_sub,
-    tnum_xor,
-    to_signed,
+    U64,
+    t_add,
+    t_and,
+    t_arshift,
+    t_bswap,
+    t_lshift,
+    t_mul,
+    t_or,
+    t_rshift,
+    t_sub,
+    t_xor,
 )
 
-# ---------------------------------------------------------------------------- exact evaluation
+__all__ = ["fork_width", "safe_to_compute", "scalar_alu", "scalar_end", "scalar_neg"]
 
 
-def _exact(op: int, a: int, b: int, bits: int, off: int) -> int | None:
-    """BPF semantics of ``a op b`` on ``bits``-wide unsigned operands."""
-    mask = (1 << bits) - 1
-    a &= mask
-    b &= mask
-    if op == Alu.ADD:
-        return (a + b) & mask
-    if op == Alu.SUB:
-        return (a - b) & mask
-    if op == Alu.MUL:
-        return (a * b) & mask
-    if op == Alu.DIV:
-        if off == 1:  # sdiv
-            sa, sb = to_signed(a, bits), to_signed(b, bits)
-            if sb == 0:
-                return 0
-            q = abs(sa) // abs(sb)
-            return (q if (sa >= 0) == (sb >= 0) else -q) & mask
-        return a // b if b else 0
-    if op == Alu.MOD:
-        if off == 1:  # smod
-            sa, sb = to_signed(a, bits), to_signed(b, bits)
-            if sb == 0:
-                return a
-            r = abs(sa) % abs(sb)
-            return (r if sa >= 0 else -r) & mask
-        return a % b if b else a
-    if op == Alu.OR:
-        return a | b
+def safe_to_compute(op: int, src: Reg, alu32: bool) -> bool:
+    """Whether the kernel computes a range for ``op`` (otherwise the result is unknown)."""
+    if op in (Alu.ADD, Alu.SUB, Alu.AND, Alu.XOR, Alu.OR, Alu.MUL):
+        return True
+    if op in (Alu.LSH, Alu.RSH, Alu.ARSH):
+        if alu32:
+            known = src.tm & U32 == 0 and src.s32min == src.s32max and src.u32min == src.u32max
+        else:
+            known = src.tm == 0 and src.smin == src.smax and src.umin == src.umax
+        return known and src.umax < (32 if alu32 else 64)
+    return False
+
+
+def fork_width(dst: Reg) -> int:
+    """For ``and``/``or`` with a constant: 64 or 32 when ``dst`` is -1 or 0 (on
+    that many bits) and the kernel verifies the two values separately; 0 otherwise."""
+    if dst.smin == -1 and dst.smax == 0:
+        return 64
+    if dst.s32min == -1 and dst.s32max == 0:
+        return 32
+    return 0
+
+
+# ---------------------------------------------------------------------------- 32/64-bit range rules
+
+
+def _add32(d: Reg, s: Reg) -> None:
+    lo, hi = d.s32min + s.s32min, d.s32max + s.s32max
+    if lo < S32_MIN or lo > S32_MAX or hi < S32_MIN or hi > S32_MAX:
+        d.s32min, d.s32max = S32_MIN, S32_MAX
+    else:
+        d.s32min, d.s32max = lo, hi
+    lo, hi = d.u32min + s.u32min, d.u32max + s.u32max
+    if lo <= U32 < hi:  # some sums wrap, others do not
+        d.u32min, d.u32max = 0, U32
+    else:
+        d.u32min, d.u32max = lo & U32, hi & U32
+
+
+def _add64(d: Reg, s: Reg) -> None:
+    lo, hi = d.smin + s.smin, d.smax + s.smax
+    if lo < S64_MIN or lo > S64_MAX or hi < S64_MIN or hi > S64_MAX:
+        d.smin, d.smax = S64_MIN, S64_MAX
+    else:
+        d.smin, d.smax = lo, hi
+    lo, hi = d.umin + s.umin, d.umax + s.umax
+    if lo <= U64 < hi:
+        d.umin, d.umax = 0, U64
+    else:
+        d.umin, d.umax = lo & U64, hi & U64
+
+
+def _sub32(d: Reg, s: Reg) -> None:
+    lo, hi = d.s32min - s.s32max, d.s32max - s.s32min
+    if lo < S32_MIN or lo > S32_MAX or hi < S32_MIN or hi > S32_MAX:
+        d.s32min, d.s32max = S32_MIN, S32_MAX
+    else:
+        d.s32min, d.s32max = lo, hi
+    lo, hi = d.u32min - s.u32max, d.u32max - s.u32min
+    if lo < 0 <= hi:  # some differences wrap, others do not
+        d.u32min, d.u32max = 0, U32
+    else:
+        d.u32min, d.u32max = lo & U32, hi & U32
+
+
+def _sub64(d: Reg, s: Reg) -> None:
+    lo, hi = d.smin - s.smax, d.smax - s.smin
+    if lo < S64_MIN or lo > S64_MAX or hi < S64_MIN or hi > S64_MAX:
+        d.smin, d.smax = S64_MIN, S64_MAX
+    else:
+        d.smin, d.smax = lo, hi
+    lo, hi = d.umin - s.umax, d.umax - s.umin
+    if lo < 0 <= hi:
+        d.umin, d.umax = 0, U64
+    else:
+        d.umin, d.umax = lo & U64, hi & U64
+
+
+def _mul32(d: Reg, s: Reg) -> None:
+    hi, lo = d.u32max * s.u32max, d.u32min * s.u32min
+    if hi > U32 or lo > U32:
+        d.u32min, d.u32max = 0, U32
+    else:
+        d.u32min, d.u32max = lo, hi
+    prods = (d.s32min * s.s32min, d.s32min * s.s32max, d.s32max * s.s32min, d.s32max * s.s32max)
+    lo, hi = min(prods), max(prods)
+    if lo < S32_MIN or hi > S32_MAX:
+        d.s32min, d.s32max = S32_MIN, S32_MAX
+    else:
+        d.s32min, d.s32max = lo, hi
+
+
+def _mul64(d: Reg, s: Reg) -> None:
+    hi, lo = d.umax * s.umax, d.umin * s.umin
+    if hi > U64 or lo > U64:
+        d.umin, d.umax = 0, U64
+    else:
+        d.umin, d.umax = lo, hi
+    prods = (d.smin * s.smin, d.smin * s.smax, d.smax * s.smin, d.smax * s.smax)
+    lo, hi = min(prods), max(prods)
+    if lo < S64_MIN or hi > S64_MAX:
+        d.smin, d.smax = S64_MIN, S64_MAX
+    else:
+        d.smin, d.smax = lo, hi
+
+
+def _s32_from_u32(d: Reg) -> None:
+    lo, hi = d.u32min, d.u32max
+    slo = lo - (1 << 32) if lo >> 31 else lo
+    shi = hi - (1 << 32) if hi >> 31 else hi
+    if slo <= shi:
+        d.s32min, d.s32max = slo, shi
+    else:
+        d.s32min, d.s32max = S32_MIN, S32_MAX
+
+
+def _s64_from_u64(d: Reg) -> None:
+    lo, hi = d.umin, d.umax
+    slo = lo - (1 << 64) if lo >> 63 else lo
+    shi = hi - (1 << 64) if hi >> 63 else hi
+    if slo <= shi:
+        d.smin, d.smax = slo, shi
+    else:
+        d.smin, d.smax = S64_MIN, S64_MAX
+
+
+def _bitwise(d: Reg, s: Reg, op: int) -> None:
+    """and / or / xor: the tnum first, then the bounds from it (32 and 64 bits)."""
+    src_const = s.tm == 0
+    src_const32 = s.tm & U32 == 0
+    dst_const = d.tm == 0  # before the tnum update, as the kernel tests it after: see below
     if op == Alu.AND:
-        return a & b
-    if op == Alu.XOR:
-        return a ^ b
-    if op == Alu.LSH:
-        return (a << (b & (bits - 1))) & mask
-    if op == Alu.RSH:
-        return a >> (b & (bits - 1))
-    if op == Alu.ARSH:
-        return (to_signed(a, bits) >> (b & (bits - 1))) & mask
-    return None
-
-
-def _from32(ulo: int, uhi: int, tv: int, tm: int) -> Reg:
-    """A 64-bit register holding a zero-extended 32-bit result."""
-    r = Reg.unknown()
-    r.umin, r.umax = ulo, uhi
-    r.smin, r.smax = ulo, uhi
-    r.tv, r.tm = tv & U32, tm & U32
-    if not r.sync():
-        r = Reg.unknown()
-        r.set_urange(0, U32)
-    return r
-
-
-def _operands(dst: Reg, src: Reg, bits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    if bits == 64:
-        return ((dst.umin, dst.umax, dst.smin, dst.smax, dst.tv, dst.tm),
-                (src.umin, src.umax, src.smin, src.smax, src.tv, src.tm))
-    return dst.sub32(), src.sub32()
-
-
-def scalar_alu(op: int, dst: Reg, src: Reg, bits: int, off: int = 0) -> Reg:
-    """Abstract result of ``dst op src`` (both scalars) on ``bits`` (32 or 64) bits.
-
-    32-bit results are zero-extended to 64 bits, as BPF defines.
-    """
-    mask = (1 << bits) - 1
-    smin_w, smax_w = (S64_MIN, S64_MAX) if bits == 64 else (S32_MIN, S32_MAX)
-    (aul, auh, asl, ash, atv, atm), (bul, buh, bsl, bsh, btv, btm) = _operands(dst, src, bits)
-    if atm == 0 and btm == 0:
-        v = _exact(op, atv, btv, bits, off)
-        if v is not None:
-            return Reg.const(v)
-    ul, uh, sl, sh = 0, mask, smin_w, smax_w
-    tv, tm = 0, mask
-    if op == Alu.ADD:
-        tv, tm = tnum_add(atv, atm, btv, btm, mask)
-        if auh + buh <= mask:
-            ul, uh = aul + bul, auh + buh
-        lo, hi = asl + bsl, ash + bsh
-        if smin_w <= lo and hi <= smax_w:
-            sl, sh = lo, hi
-    elif op == Alu.SUB:
-        tv, tm = tnum_sub(atv, atm, btv, btm, mask)
-        if aul >= buh:
-            ul, uh = aul - buh, auh - bul
-        lo, hi = asl - bsh, ash - bsl
-        if smin_w <= lo and hi <= smax_w:
-            sl, sh = lo, hi
-    elif op == Alu.MUL:
-        if auh * buh <= mask:
-            ul, uh = aul * bul, auh * buh
-            tv, tm = tnum_range(ul, uh, bits)
-        prods = (asl * bsl, asl * bsh, ash * bsl, ash * bsh)
-        if smin_w <= min(prods) and max(prods) <= smax_w:
-            sl, sh = min(prods), max(prods)
-    elif op == Alu.AND:
-        tv, tm = tnum_and(atv, atm, btv, btm)
-        ul, uh = tv, min(auh, buh, tv | tm)
-        if asl >= 0 or bsl >= 0:
-            sl, sh = 0, min(ash if asl >= 0 else smax_w, bsh if bsl >= 0 else smax_w)
+        d.tv, d.tm = t_and(d.tv, d.tm, s.tv, s.tm)
     elif op == Alu.OR:
-        tv, tm = tnum_or(atv, atm, btv, btm)
-        ul, uh = max(aul, bul, tv), tv | tm
-    elif op == Alu.XOR:
-        tv, tm = tnum_xor(atv, atm, btv, btm)
-        ul, uh = tv, tv | tm
-    elif op in (Alu.LSH, Alu.RSH, Alu.ARSH) and btm == 0 and btv < bits:
-        k = btv
+        d.tv, d.tm = t_or(d.tv, d.tm, s.tv, s.tm)
+    else:
+        d.tv, d.tm = t_xor(d.tv, d.tm, s.tv, s.tm)
+    v32, m32 = d.tv & U32, d.tm & U32
+    # 32-bit part (the kernel tests "known" on the updated dst tnum)
+    if src_const32 and m32 == 0:
+        d.u32min = d.u32max = v32
+        d.s32min = d.s32max = v32 - (1 << 32) if v32 >> 31 else v32
+    else:
+        if op == Alu.AND:
+            d.u32min, d.u32max = v32, min(d.u32max, s.u32max)
+        elif op == Alu.OR:
+            d.u32min, d.u32max = max(d.u32min, s.u32min), v32 | m32
+        else:
+            d.u32min, d.u32max = v32, v32 | m32
+        _s32_from_u32(d)
+    # 64-bit part
+    del dst_const
+    if src_const and d.tm == 0:
+        v = d.tv
+        d.umin = d.umax = v
+        d.smin = d.smax = v - (1 << 64) if v >> 63 else v
+        return
+    if op == Alu.AND:
+        d.umin, d.umax = d.tv, min(d.umax, s.umax)
+    elif op == Alu.OR:
+        d.umin, d.umax = max(d.umin, s.umin), d.tv | d.tm
+    else:
+        d.umin, d.umax = d.tv, d.tv | d.tm
+    _s64_from_u64(d)
+    update_bounds(d)
+
+
+def _lsh32_bounds(d: Reg, umin: int, umax: int) -> None:
+    d.s32min, d.s32max = S32_MIN, S32_MAX
+    if umax > 31 or d.u32max > 1 << (31 - umax):
+        d.u32min, d.u32max = 0, U32
+    else:
+        d.u32min <<= umin
+        d.u32max <<= umax
+
+
+def _lsh64_bounds(d: Reg, umin: int, umax: int) -> None:
+    if umin == 32 and umax == 32:
+        d.smax = d.s32max << 32
+        d.smin = d.s32min << 32
+    else:
+        d.smin, d.smax = S64_MIN, S64_MAX
+    if umax > 63 or d.umax > 1 << (63 - umax):
+        d.umin, d.umax = 0, U64
+    else:
+        d.umin <<= umin
+        d.umax <<= umax
+
+
+def _shift(d: Reg, s: Reg, op: int, alu32: bool) -> None:
+    if alu32:
+        k = s.u32min
         if op == Alu.LSH:
-            tv, tm = (atv << k) & mask, (atm << k) & mask
-            if auh << k <= mask:
-                ul, uh = aul << k, auh << k
-            else:
-                ul, uh = tv, tv | tm
+            sv, sm = d.tv & U32, d.tm & U32
+            _lsh32_bounds(d, k, s.u32max)
+            v, m = t_lshift(sv, sm, k)
+            d.tv, d.tm = v & U32, m & U32
+            mark_64_unbounded(d)
         elif op == Alu.RSH:
-            tv, tm = atv >> k, atm >> k
-            ul, uh = aul >> k, auh >> k
+            sv, sm = d.tv & U32, d.tm & U32
+            d.s32min, d.s32max = S32_MIN, S32_MAX
+            d.tv, d.tm = t_rshift(sv, sm, k)
+            d.u32min >>= s.u32max
+            d.u32max >>= k
+            mark_64_unbounded(d)
         else:
-            sl, sh = asl >> k, ash >> k
-            # arithmetic shift of the tnum: sign bit unknown -> top bits unknown
-            sv = to_signed(atv, bits) >> k
-            sm = to_signed(atm, bits) >> k if atm >> (bits - 1) else atm >> k
-            tv, tm = sv & mask, sm & mask
-            tv &= ~tm
-    elif op == Alu.DIV and btm == 0 and btv != 0 and off == 0:
-        ul, uh = aul // btv, auh // btv
-        tv, tm = tnum_range(ul, uh, bits)
-    elif op == Alu.MOD and btm == 0 and btv != 0 and off == 0:
-        if auh < btv:
-            ul, uh, tv, tm = aul, auh, atv, atm
-        else:
-            ul, uh = 0, btv - 1
-            tv, tm = tnum_range(0, btv - 1, bits)
-    if bits == 32:
-        # combine unsigned and signed 32-bit views, then zero-extend
-        if sl >= 0:
-            ul, uh = max(ul, sl), min(uh, sh)
-        elif sh < 0:
-            ul, uh = max(ul, sl + (1 << 32)), min(uh, sh + (1 << 32))
-        if ul > uh:
-            ul, uh = 0, U32
-        return _from32(ul, uh, tv, tm)
-    r = Reg.unknown()
-    r.umin, r.umax, r.smin, r.smax, r.tv, r.tm = ul, uh, sl, sh, tv & mask, tm & mask
-    if not r.sync():
-        r = Reg.unknown()
-    return r
+            d.s32min >>= k
+            d.s32max >>= k
+            d.tv, d.tm = t_arshift(d.tv & U32, d.tm & U32, k, 32)
+            d.u32min, d.u32max = 0, U32
+            mark_64_unbounded(d)
+        update_bounds(d)
+        return
+    k = s.umin
+    if op == Alu.LSH:
+        _lsh64_bounds(d, k, s.umax)
+        _lsh32_bounds(d, k, s.umax)
+        d.tv, d.tm = t_lshift(d.tv, d.tm, k)
+    elif op == Alu.RSH:
+        d.smin, d.smax = S64_MIN, S64_MAX
+        d.tv, d.tm = t_rshift(d.tv, d.tm, k)
+        d.umin >>= s.umax
+        d.umax >>= k
+        mark_32_unbounded(d)
+    else:
+        d.smin >>= k
+        d.smax >>= k
+        d.tv, d.tm = t_arshift(d.tv, d.tm, k, 64)
+        d.umin, d.umax = 0, U64
+        mark_32_unbounded(d)
+    update_bounds(d)
 
 
-def scalar_neg(dst: Reg, bits: int) -> Reg:
-    """Abstract ``-dst``."""
-    if bits == 64:
-        return Reg.const(-dst.tv) if dst.is_const else Reg.unknown()
-    u = dst.sub32()
-    if u[5] == 0:
-        return Reg.const((-u[4]) & U32)
-    return _from32(0, U32, 0, U32)
+def scalar_alu(dst: Reg, src: Reg, op: int, alu32: bool) -> None:
+    """``dst op= src`` on two scalars (``dst`` changed in place; 32-bit results zero-extended).
+
+    The caller has already split ``and``/``or`` of a -1/0 value (:func:`fork_width`).
+    """
+    if not safe_to_compute(op, src, alu32):
+        _unknown(dst)
+        return
+    if op == Alu.ADD:
+        _add32(dst, src)
+        _add64(dst, src)
+        dst.tv, dst.tm = t_add(dst.tv, dst.tm, src.tv, src.tm)
+    elif op == Alu.SUB:
+        _sub32(dst, src)
+        _sub64(dst, src)
+        dst.tv, dst.tm = t_sub(dst.tv, dst.tm, src.tv, src.tm)
+    elif op == Alu.MUL:
+        dst.tv, dst.tm = t_mul(dst.tv, dst.tm, src.tv, src.tm)
+        _mul32(dst, src)
+        _mul64(dst, src)
+    elif op in (Alu.AND, Alu.OR, Alu.XOR):
+        _bitwise(dst, src, op)
+    else:
+        _shift(dst, src, op, alu32)
+    if alu32:
+        zext_32_to_64(dst)
+    sync(dst)
 
 
-def scalar_end(dst: Reg, width: int, swap: bool, bits: int) -> Reg:
-    """Abstract result of ``le``/``be``/``bswap`` to ``width`` bits."""
-    mask = (1 << width) - 1
-    if dst.is_const:
-        v = dst.tv & mask
-        if swap:
-            v = int.from_bytes(v.to_bytes(width // 8, "little"), "big")
-        return Reg.const(v)
+def _unknown(r: Reg) -> None:
+    """Make ``r`` an unknown scalar (``__mark_reg_unknown``), keeping nothing."""
+    r.type = T.SCALAR
+    r.off = 0
+    r.id = 0
+    r.ref = 0
+    r.null = False
+    r.map = None
+    r.size = 0
+    r.frame = 0
+    r.rdonly = False
+    r.btf = None
+    r.subprog = -1
+    r.precise = False
+    r.tv, r.tm = 0, U64
+    mark_unbounded(r)
+
+
+def scalar_neg(dst: Reg, alu32: bool) -> None:
+    """``dst = -dst``: ``0 - dst`` with the subtraction's rules."""
+    src = dst.copy()
+    dst.set_const(0)
+    _sub32(dst, src)
+    _sub64(dst, src)
+    dst.tv, dst.tm = t_sub(0, 0, src.tv, src.tm)
+    if alu32:
+        zext_32_to_64(dst)
+    sync(dst)
+
+
+def scalar_end(dst: Reg, width: int, swap: bool) -> bool:
+    """Byte swap (``swap``) or truncation (``le16``/``le32`` on this little-endian
+    machine) to ``width`` bits; ``le64`` changes nothing.
+
+    :returns: whether the register changed (``le64`` keeps even its id).
+    """
     if not swap:
         if width == 64:
-            return dst.copy()
-        if dst.umax <= mask:
-            return dst.copy()
-    r = Reg.unknown()
-    if width < 64:
-        r.set_urange(0, mask)
-    return r
-
-
-def sign_extend(dst: Reg, width: int, bits: int) -> Reg:
-    """``movsx``: sign-extend the low ``width`` bits (result on ``bits`` bits)."""
-    if dst.is_const:
-        v = to_signed(dst.tv, width)
-        return Reg.const(v & ((1 << bits) - 1))
-    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
-    src_lo, src_hi = dst.umin, dst.umax
-    r = Reg.unknown()
-    if src_hi <= hi:  # non-negative values keep their range
-        if bits == 64:
-            r.umin, r.umax, r.smin, r.smax = src_lo, src_hi, src_lo, src_hi
-            r.tv, r.tm = tnum_range(src_lo, src_hi)
-            r.sync()
-        else:
-            r = _from32(src_lo, src_hi, *tnum_range(src_lo, src_hi, 32))
-        return r
-    if bits == 64:
-        r.smin, r.smax = lo, hi
-        r.sync()
-        return r
-    return _from32(0, U32, 0, U32)
-
-
-# ---------------------------------------------------------------------------- branches
-
-_FLIP: dict[int, Jmp] = {  # a op b  <=>  b flip(op) a
-    Jmp.JEQ: Jmp.JEQ, Jmp.JNE: Jmp.JNE, Jmp.JSET: Jmp.JSET,
-    Jmp.JGT: Jmp.JLT, Jmp.JLT: Jmp.JGT, Jmp.JGE: Jmp.JLE, Jmp.JLE: Jmp.JGE,
-    Jmp.JSGT: Jmp.JSLT, Jmp.JSLT: Jmp.JSGT, Jmp.JSGE: Jmp.JSLE, Jmp.JSLE: Jmp.JSGE,
-}
-_NEG: dict[int, Jmp] = {
-    Jmp.JEQ: Jmp.JNE, Jmp.JNE: Jmp.JEQ,
-    Jmp.JGT: Jmp.JLE, Jmp.JLE: Jmp.JGT, Jmp.JGE: Jmp.JLT, Jmp.JLT: Jmp.JGE,
-    Jmp.JSGT: Jmp.JSLE, Jmp.JSLE: Jmp.JSGT, Jmp.JSGE: Jmp.JSLT, Jmp.JSLT: Jmp.JSGE,
-}
-
-
-def _view(r: Reg, bits: int) -> tuple[int, int, int, int, int, int]:
-    if bits == 64:
-        return r.umin, r.umax, r.smin, r.smax, r.tv, r.tm
-    return r.sub32()
-
-
-def is_taken(op: int, a: Reg, b: Reg, bits: int) -> bool | None:
-    """``True``/``False`` when the comparison's outcome is known, else ``None``."""
-    aul, auh, asl, ash, atv, atm = _view(a, bits)
-    bul, buh, bsl, bsh, btv, btm = _view(b, bits)
-    if op == Jmp.JEQ or op == Jmp.JNE:
-        eq: bool | None = None
-        if atm == 0 and btm == 0:
-            eq = atv == btv
-        elif auh < bul or buh < aul or ash < bsl or bsh < asl or tnum_intersect(atv, atm, btv, btm) is None:
-            eq = False
-        if eq is None:
-            return None
-        return eq if op == Jmp.JEQ else not eq
-    if op == Jmp.JSET:
-        if atv & btv:
-            return True
-        if not ((atv | atm) & (btv | btm)):
             return False
-        return None
-    if op == Jmp.JGT:
-        return True if aul > buh else False if auh <= bul else None
-    if op == Jmp.JGE:
-        return True if aul >= buh else False if auh < bul else None
-    if op == Jmp.JLT:
-        return True if auh < bul else False if aul >= buh else None
-    if op == Jmp.JLE:
-        return True if auh <= bul else False if aul > buh else None
-    if op == Jmp.JSGT:
-        return True if asl > bsh else False if ash <= bsl else None
-    if op == Jmp.JSGE:
-        return True if asl >= bsh else False if ash < bsl else None
-    if op == Jmp.JSLT:
-        return True if ash < bsl else False if asl >= bsh else None
-    if op == Jmp.JSLE:
-        return True if ash <= bsl else False if asl > bsh else None
-    return None
-
-
-def _narrow64(a: Reg, op: int, b: Reg) -> Reg | None:
-    """``a`` restricted to values for which ``a op b`` holds for some value of ``b``."""
-    r = a.copy()
-    if op == Jmp.JEQ:
-        t = tnum_intersect(r.tv, r.tm, b.tv, b.tm)
-        if t is None:
-            return None
-        r.tv, r.tm = t
-        r.umin, r.umax = max(r.umin, b.umin), min(r.umax, b.umax)
-        r.smin, r.smax = max(r.smin, b.smin), min(r.smax, b.smax)
-    elif op == Jmp.JNE:
-        if b.is_const:
-            v, sv = b.tv, to_signed(b.tv)
-            if r.umin == v:
-                r.umin += 1
-            if r.umax == v:
-                r.umax -= 1
-            if r.smin == sv:
-                r.smin += 1
-            if r.smax == sv:
-                r.smax -= 1
-    elif op == Jmp.JSET:
-        pass
-    elif op == Jmp.JGT:
-        r.umin = max(r.umin, b.umin + 1)
-    elif op == Jmp.JGE:
-        r.umin = max(r.umin, b.umin)
-    elif op == Jmp.JLT:
-        r.umax = min(r.umax, b.umax - 1)
-    elif op == Jmp.JLE:
-        r.umax = min(r.umax, b.umax)
-    elif op == Jmp.JSGT:
-        r.smin = max(r.smin, b.smin + 1)
-    elif op == Jmp.JSGE:
-        r.smin = max(r.smin, b.smin)
-    elif op == Jmp.JSLT:
-        r.smax = min(r.smax, b.smax - 1)
-    elif op == Jmp.JSLE:
-        r.smax = min(r.smax, b.smax)
-    if r.umin > r.umax or r.smin > r.smax:
-        return None
-    if not r.sync():
-        return None
-    return r
-
-
-def _jset_false(a: Reg, b: Reg) -> Reg | None:
-    if not b.is_const:
-        return a.copy()
-    r = a.copy()
-    r.tv &= ~b.tv
-    r.tm &= ~b.tv
-    if not r.sync():
-        return None
-    return r
-
-
-def _as64_of32(r: Reg) -> Reg:
-    """A 64-bit register whose value set is the 32-bit view of ``r``."""
-    ulo, uhi, slo, shi, tv, tm = r.sub32()
-    out = Reg.unknown()
-    out.umin, out.umax, out.tv, out.tm = ulo, uhi, tv, tm
-    out.smin, out.smax = ulo, uhi
-    return out
-
-
-def _narrow32(a: Reg, op: int, b: Reg) -> Reg | None:
-    """Narrow ``a`` by a 32-bit comparison; applied to 64 bits when ``a``'s
-    upper half is known (zero-extended or sign-extended values)."""
-    ulo, uhi, slo, shi, tv, tm = a.sub32()
-    bu = b.sub32()
-    if op in (Jmp.JSGT, Jmp.JSGE, Jmp.JSLT, Jmp.JSLE):
-        # signed 32-bit compare
-        lo, hi = slo, shi
-        if op == Jmp.JSGT:
-            lo = max(lo, bu[2] + 1)
-        elif op == Jmp.JSGE:
-            lo = max(lo, bu[2])
-        elif op == Jmp.JSLT:
-            hi = min(hi, bu[3] - 1)
-        else:
-            hi = min(hi, bu[3])
-        if lo > hi:
-            return None
-        r = a.copy()
-        if a.umax <= U32 and lo >= 0:
-            r.umin, r.umax = max(r.umin, lo), min(r.umax, hi)
-        elif S32_MIN <= a.smin and a.smax <= S32_MAX:
-            r.smin, r.smax = max(r.smin, lo), min(r.smax, hi)
-        elif a.umax <= U32 and hi < 0:
-            r.umin, r.umax = max(r.umin, lo + (1 << 32)), min(r.umax, hi + (1 << 32))
-        if r.umin > r.umax or r.smin > r.smax or not r.sync():
-            return None
-        return r
-    a32 = _as64_of32(a)
-    b32 = _as64_of32(b)
-    n = _narrow64(a32, op, b32) if op != Jmp.JSET else a32
-    if n is None:
-        return None
-    r = a.copy()
-    if a.umax <= U32:
-        r.umin, r.umax = max(r.umin, n.umin), min(r.umax, n.umax)
-        t = tnum_intersect(r.tv, r.tm, n.tv, n.tm)
-        if t is None:
-            return None
-        r.tv, r.tm = t
-    elif S32_MIN <= a.smin and a.smax <= S32_MAX and n.umax <= S32_MAX:
-        # negative values are out: the 32-bit compare kept only non-negative ones
-        r.smin, r.smax = max(r.smin, n.umin), min(r.smax, n.umax)
-    if r.umin > r.umax or r.smin > r.smax or not r.sync():
-        return None
-    return r
-
-
-def branch(op: int, a: Reg, b: Reg, bits: int, taken: bool) -> tuple[Reg, Reg] | None:
-    """Narrow scalars ``a`` and ``b`` assuming ``a op b`` is ``taken``;
-    ``None`` when that is impossible."""
-    if not taken:
-        if op == Jmp.JSET:
-            if bits == 64:
-                na = _jset_false(a, b)
-                return None if na is None else (na, b)
-            return a, b
-        op = _NEG[op]
-    if op == Jmp.JSET:
-        return a, b
-    narrow = _narrow64 if bits == 64 else _narrow32
-    na = narrow(a, op, b)
-    if na is None:
-        return None
-    nb = narrow(b, _FLIP[op], na)
-    if nb is None:
-        return None
-    return na, nb
+        dst.id = 0
+        coerce_size(dst, width // 8)
+        return True
+    dst.id = 0
+    dst.tv, dst.tm = t_bswap(dst.tv, dst.tm, width)
+    mark_unbounded(dst)
+    sync(dst)
+    return True

@@ -1,4 +1,4 @@
-"""The emulated kernel's verifier: reject what the kernel rejects, for the common reasons.
+"""The emulated kernel's verifier: accept and reject what the kernel does, with its errno.
 
 Interface::
 
@@ -15,38 +15,35 @@ Interface::
   :func:`bpfmux.abi.context_for` of the type (tracing programs should pass
   the target's frame, e.g. ``abi.frame_layout(FrameView.FENTRY, args)``).
 * ``maps``: what each ``lddw`` map pseudo-immediate (fd, or index for
-  ``BPF_PSEUDO_MAP_IDX``) refers to.
+  ``BPF_PSEUDO_MAP_IDX``) refers to; an fd not listed is ``EBADF``.
 * ``helpers``: the helper ids this program may call; default
   :func:`bpfmux.emu.verifier.helpers.helpers_for` (facts of Linux 6.18).
 * ``kfuncs``: ``{btf_id: KfuncInfo}`` for ``call`` instructions with
-  ``src_reg == BPF_PSEUDO_KFUNC_CALL``; a kfunc not listed is refused.
-* ``flags``: program flags (``BPF_F_MULTI_FUNC`` picks the seed multi frame).
+  ``src_reg == BPF_PSEUDO_KFUNC_CALL``; an id not listed is not a function.
+* ``func_info``: the program has BTF function information (required by
+  function pointers, e.g. ``bpf_loop`` callbacks).
+* ``flags``: program flags (``BPF_F_SLEEPABLE``; ``BPF_F_MULTI_FUNC`` picks
+  the seed multi frame).
 
-It returns a :class:`VerifierResult` (facts the VM may use: stack depth per
-subprogram, whether the program loops, the highest context offset read, the
-helpers and maps used) or raises :class:`bpfmux.errors.VerifierError` with
-``errno`` ``EACCES`` (unsafe program), ``EINVAL`` (malformed program, bad
-helper/map use, infinite loop, unreleased reference) or ``E2BIG`` (more than
-``max_insns`` instructions processed), a message saying why, and ``.log``:
-the last instructions of the failing path, the reason, and the count of
-instructions processed.
+It returns a :class:`VerifierResult` or raises
+:class:`bpfmux.errors.VerifierError` with the kernel's ``errno`` and a
+message in the kernel's words; ``.log`` holds the last instructions of the
+failing path, the reason and the count of instructions processed.
 
-The model is the kernel's for a privileged (root) loader: bounded loops are
-allowed, reading never-written stack is allowed, pointers may be stored to
-maps and compared. Abstract interpretation explores every path with register
-types (scalar with unsigned/signed bounds and known bits, context, stack,
-map value (maybe null), map pointer, ringbuf record, BTF object, function),
-8-byte stack slots with register spills, null checks, reference tracking for
-ring buffer records, bpf-to-bpf calls and ``bpf_loop``/``for_each_map_elem``
-callbacks; explored states are kept at jump targets and a state covered by an
-explored one is pruned; an identical state met again on the same path is an
-infinite loop.
+The model is the kernel's for a privileged (root) loader, and follows the
+kernel's algorithm: load-time checks of every instruction (:mod:`.cfg`),
+then exploration of every path with the kernel's value tracking
+(:mod:`.alu`, :mod:`.branch`, :mod:`.bounds`), state pruning at the
+kernel's prune points with precision tracking (:mod:`.precision`), bounded
+loops unrolled, ``may_goto`` loops and callbacks (``bpf_loop``,
+``for_each_map_elem``) iterated until their states converge (imprecise
+scalars widened), infinite loops detected when an identical state comes
+back. Memory accesses are :mod:`.memory`'s, calls :mod:`.calls`'.
 
-Not modelled (rejected with a message saying so, or treated conservatively):
-packet pointers (``__sk_buff->data``), dynptrs, iterators, spin locks beyond
-their argument types, BTF-typed struct field accesses (loads through a
-``PTR_TO_BTF_ID`` are allowed at any non-negative offset and give scalars),
-global functions are verified per call site like static ones.
+Not modelled (rejected with a message saying so): packet pointers
+(``__sk_buff->data``), dynptrs, iterators, arenas; BTF-typed struct fields
+are read at any non-negative offset and give scalars; global functions are
+verified per call site like static ones.
 """
 
 from __future__ import annotations
@@ -58,41 +55,29 @@ from dataclasses import dataclass
 
 from ...abi import ContextLayout, context_for
 from ...errors import BpfmuxError, VerifierError
-from ...isa.disasm import format_kernel, helper_name
+from ...isa.disasm import format_kernel
 from ...isa.insn import Insn
 from ...isa.opcodes import LDDW, SIZE_BYTES, Alu, Class, Jmp, Mode
-from ...uapi import AttachType, HelperId, MapFlags, MapType, ProgFlags, ProgType
-from .alu import branch, is_taken, scalar_alu, scalar_end, scalar_neg, sign_extend
+from ...uapi import ProgFlags, ProgType
+from .alu import fork_width, scalar_alu, scalar_end, scalar_neg
+from .bounds import coerce_size_sx, coerce_subreg_size_sx, is_sane, mark_32_known, sanitize, sync, zext_32_to_64
+from .branch import FLIP, REVERSE, branch_taken, refine
+from .calls import CallsMixin
 from .cfg import Cfg, Reject, build_cfg
-from .helpers import PROTOS, Arg, HelperProto, Ret, helpers_for, map_compatible
-from .state import (
-    EMPTY_SLOT,
-    MAX_BPF_STACK,
-    MAX_VAR_OFF,
-    NOT_INIT,
-    S64_MIN,
-    U32,
-    U64,
-    Frame,
-    Reg,
-    Slot,
-    T,
-    VState,
-    states_exact,
-    states_safe,
-    to_signed,
-    type_name,
-)
+from .encoding import reserved_error
+from .helpers import helpers_for
+from .precision import DST_STACK, SRC_STACK, Backtrack, mark_precise
+from .reg import ADD_CONST, NOT_INIT, S32_MAX, S64_MAX, S64_MIN, Reg, T, s32, s64, type_name
+from .state import EXACT, MAX_VAR_OFF, NOT_EXACT, RANGE_WITHIN, Frame, Slot, VState, maybe_looping, states_equal
+from .tnum import U32, U64, t_add
 
 __all__ = ["KfuncInfo", "MapInfo", "VerifierResult", "verify"]
 
 #: Default complexity limit (the kernel's ``BPF_COMPLEXITY_LIMIT_INSNS``).
 COMPLEXITY_LIMIT = 1_000_000
-#: Most call frames (``MAX_CALL_FRAMES``).
-MAX_CALL_FRAMES = 8
-_SKB_TYPES = {ProgType.SOCKET_FILTER, ProgType.SCHED_CLS, ProgType.SCHED_ACT}
-_PRIV_STACK_TYPES = {ProgType.KPROBE, ProgType.TRACEPOINT, ProgType.PERF_EVENT, ProgType.RAW_TRACEPOINT,
-                     ProgType.TRACING}
+#: Most paths waiting to be explored (``BPF_COMPLEXITY_LIMIT_JMP_SEQ``).
+JMP_SEQ_LIMIT = 8192
+_LINKED_REGS_MAX = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +92,8 @@ class MapInfo:
         for programs).
     :ivar name: for messages.
     :ivar inner: for maps of maps, the inner map's description.
+    :ivar frozen: the contents of a frozen read-only array's single value
+        (the kernel reads constant-offset loads from it as known values).
     """
 
     type: int
@@ -116,10 +103,13 @@ class MapInfo:
     flags: int = 0
     name: str = ""
     inner: MapInfo | None = None
+    frozen: bytes | None = None
 
     @property
     def readonly(self) -> bool:
         """Programs may not write values (``BPF_F_RDONLY_PROG``)."""
+        from ...uapi import MapFlags
+
         return bool(self.flags & MapFlags.RDONLY_PROG)
 
 
@@ -175,7 +165,7 @@ def verify(insns: list[Insn], prog_type: int, *, attach_type: int | None = None,
            ctx: ContextLayout | None = None, maps: Mapping[int, MapInfo] | None = None,
            helpers: Iterable[int] | None = None, kfuncs: Mapping[int, KfuncInfo] | None = None,
            gpl: bool = True, flags: int = 0, log_level: int = 1, max_insns: int = COMPLEXITY_LIMIT,
-           name: str = "") -> VerifierResult:
+           name: str = "", func_info: bool = False) -> VerifierResult:
     """Verify a program (see the module docstring).
 
     :raises VerifierError: the program is rejected; ``.log`` says why.
@@ -185,18 +175,8 @@ def verify(insns: list[Insn], prog_type: int, *, attach_type: int | None = None,
         ctx = context_for(prog_type, attach_type, multi_func=bool(flags & ProgFlags.MULTI_FUNC))
     allowed = frozenset(helpers) if helpers is not None else helpers_for(prog_type, attach_type)
     v = _Verifier(list(insns), prog_type, attach_type, ctx, dict(maps or {}), allowed, dict(kfuncs or {}), gpl,
-                  log_level, max_insns, name)
+                  log_level, max_insns, name, flags, func_info)
     return v.run()
-
-
-# ---------------------------------------------------------------------------- the interpreter
-
-
-def _sized_unknown(size: int) -> Reg:
-    r = Reg.unknown()
-    if size < 8:
-        r.set_urange(0, (1 << (8 * size)) - 1)
-    return r
 
 
 def _render(lines: Iterable[str | tuple[int, Insn]]) -> str:
@@ -204,16 +184,16 @@ def _render(lines: Iterable[str | tuple[int, Insn]]) -> str:
     return "\n".join(x if isinstance(x, str) else f"{x[0]}: {format_kernel(x[1])}" for x in lines)
 
 
-def _slot_of(o: int) -> tuple[int, int]:
-    """Stack slot and byte index of frame offset ``o`` (negative)."""
-    k = (-o - 1) // 8
-    return k, o + 8 * (k + 1)
+_ALU_NAMES: dict[int, str] = {
+    Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=", Alu.LSH: "<<=",
+    Alu.RSH: ">>=", Alu.NEG: "neg", Alu.MOD: "%=", Alu.XOR: "^=", Alu.MOV: "=", Alu.ARSH: "s>>=", Alu.END: "endian",
+}
 
 
-class _Verifier:
+class _Verifier(CallsMixin):
     def __init__(self, insns: list[Insn], prog_type: int, attach_type: int | None, ctx: ContextLayout,
                  maps: dict[int, MapInfo], allowed: frozenset[int], kfuncs: dict[int, KfuncInfo], gpl: bool,
-                 log_level: int, max_insns: int, name: str) -> None:
+                 log_level: int, max_insns: int, name: str, flags: int, func_info: bool) -> None:
         self.insns = insns
         self.prog_type = prog_type
         self.attach_type = attach_type
@@ -225,10 +205,17 @@ class _Verifier:
         self.log_level = log_level
         self.max_insns = max_insns
         self.name = name
-        self.cfg: Cfg = None  # type: ignore[assignment]  # run() builds it first; only _reject looks earlier, and checks
+        self.flags = flags
+        self.func_info = func_info
+        self.sleepable = bool(flags & ProgFlags.SLEEPABLE)
+        self.cfg: Cfg = None  # type: ignore[assignment]
         self.processed = 0
-        self.next_id = 0
-        self.explored: dict[int, list[VState]] = {}
+        self.jmps = 0
+        self.prev_jmps = 0
+        self.prev_processed = 0
+        self.id_gen = 0
+        self.explored: dict[tuple, list[VState]] = {}
+        self.max_states_per_insn = 0
         self.total_states = 0
         self.peak_states = 0
         self.pending: list[VState] = []
@@ -237,20 +224,27 @@ class _Verifier:
         self.helpers_used: set[int] = set()
         self.maps_used: set[int] = set()
         self.call_edges: set[tuple[int, int]] = set()
-        # log lines; an instruction is kept as (slot, insn) and formatted only when the log is read
         self.full_log: list[str | tuple[int, Insn]] = []
         self.recent: deque[str | tuple[int, Insn]] = deque(maxlen=24)
+        self.cur: VState = None  # type: ignore[assignment]
         self.idx = 0
+        self.prev_idx = -1
+        self.cur_hist: list | None = None
+        self.seen = bytearray(len(insns))
+        self.encoding_ok = bytearray(len(insns))
 
     # ------------------------------------------------------------------ driver
     def run(self) -> VerifierResult:
         try:
-            self.cfg = build_cfg(self.insns)
-            self._explore()
+            if self.prog_type == ProgType.SYSCALL and not self.sleepable:
+                raise Reject(errno.EINVAL, "Syscall programs can only be sleepable")
+            self.cfg = build_cfg(self.insns, self.maps, self.kfuncs, self.gpl, self.sleepable)
+            self._do_check()
             max_depth = self._check_stack_depth()
+            self._check_dead_callbacks()
         except Reject as r:
             raise self._error(r) from None
-        except (BpfmuxError, ArithmeticError, ValueError, IndexError, KeyError, TypeError) as exc:
+        except (BpfmuxError, ArithmeticError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
             # defensive: a bug or an unmodelled corner must not leak a raw exception
             raise VerifierError(errno.EINVAL, f"bpfmux verifier could not model this program: {exc!r}",
                                 log=_render(self.recent), program=self.name) from exc
@@ -264,8 +258,7 @@ class _Verifier:
 
     def _summary(self) -> str:
         return (f"processed {self.processed} insns (limit {self.max_insns}) max_states_per_insn "
-                f"{max((len(v) for v in self.explored.values()), default=0)} total_states {self.total_states} "
-                f"peak_states {self.peak_states}")
+                f"{self.max_states_per_insn} total_states {self.total_states} peak_states {self.peak_states}")
 
     def _error(self, r: Reject) -> VerifierError:
         lines = list(self.full_log if self.log_level >= 2 else self.recent)
@@ -279,1022 +272,916 @@ class _Verifier:
         return Reject(err, msg, slot)
 
     def _new_id(self) -> int:
-        self.next_id += 1
-        return self.next_id
-
-    def _initial(self) -> VState:
-        st = VState()
-        f = Frame(0, 0, -1)
-        f.regs[1] = Reg.ptr(T.PTR_TO_CTX)
-        fp = Reg.ptr(T.PTR_TO_STACK)
-        fp.frame = 0
-        f.regs[10] = fp
-        st.frames.append(f)
-        st.insn = 0
-        return st
-
-    def _explore(self) -> None:
-        self.pending.append(self._initial())
-        while self.pending:
-            cur = self.pending.pop()
-            self._run_path(cur)
-
-    def _finish(self, st: VState) -> None:
-        p = st.parent
-        while p is not None:
-            p.branches -= 1
-            if p.branches > 0:
-                break
-            p = p.parent
-
-    def _push(self, st: VState, idx: int) -> None:
-        st.insn = idx
-        if st.parent is not None:
-            st.parent.branches += 1
-        self.pending.append(st)
-
-    def _run_path(self, cur: VState) -> None:
-        cfg = self.cfg
-        insns = self.insns
-        idx = cur.insn
-        while True:
-            self.processed += 1
-            if self.processed > self.max_insns:
-                self.idx = idx
-                raise Reject(errno.E2BIG, f"BPF program is too large. Processed {self.processed} insn")
-            self.idx = idx
-            if cfg.prune[idx] and self._visited(idx, cur):
-                self._log_line(f"{cfg.slots[idx]}: safe")
-                self._finish(cur)
-                return
-            insn = insns[idx]
-            self._log_line((cfg.slots[idx], insn))
-            nxt = self._step(cur, idx, insn)
-            if nxt < 0:
-                self._finish(cur)
-                return
-            idx = nxt
+        self.id_gen += 1
+        return self.id_gen
 
     def _log_line(self, line: str | tuple[int, Insn]) -> None:
         self.recent.append(line)
         if self.log_level >= 2:
             self.full_log.append(line)
 
-    def _visited(self, idx: int, cur: VState) -> bool:
-        live = self.cfg.live[idx]
-        lst = self.explored.get(idx)
-        if lst is None:
-            lst = self.explored[idx] = []
-        keep: list[VState] = []
-        pruned = False
-        for pos, old in enumerate(lst):
-            if old.branches > 0:
-                if states_exact(old, cur, live):
-                    raise Reject(errno.EINVAL, f"infinite loop detected at insn {self.cfg.slots[idx]}",
-                                 self.cfg.slots[idx])
-            elif states_safe(old, cur, live):
-                old.hit += 1
-                keep.extend(lst[pos:])
-                pruned = True
-                break
-            old.miss += 1
-            # like the kernel: a state that keeps missing is not worth comparing against
-            if old.miss > old.hit * 3 + 3:
-                self.total_states -= 1
+    def _initial(self) -> VState:
+        st = VState()
+        f = Frame(0, 0, -1)
+        f.regs[1] = Reg.ptr(T.PTR_TO_CTX)
+        fp = Reg.ptr(T.PTR_TO_STACK)
+        f.regs[10] = fp
+        st.frames.append(f)
+        st.insn = 0
+        return st
+
+    def _do_check(self) -> None:
+        cfg = self.cfg
+        insns = self.insns
+        prune = cfg.prune
+        jmp_point = cfg.jmp_point
+        self.cur = self._initial()
+        self.idx = 0
+        self.prev_idx = -1
+        max_insns = self.max_insns
+        seen = self.seen
+        while True:
+            idx = self.idx
+            self.cur_hist = None
+            self.processed += 1
+            if self.processed > max_insns:
+                raise self._reject(f"BPF program is too large. Processed {self.processed} insn", errno.E2BIG)
+            st = self.cur
+            st.last_insn = self.prev_idx
+            if prune[idx] and self._is_state_visited(idx):
+                self._log_line(f"{cfg.slots[idx]}: safe")
+                if not self._path_done():
+                    return
                 continue
-            keep.append(old)
+            if jmp_point[idx]:
+                self._push_hist(0)
+            seen[idx] = 1
+            insn = insns[idx]
+            self._log_line((cfg.slots[idx], insn))
+            self.prev_idx = idx
+            nxt = self._step(st, idx, insn)
+            if nxt < 0:
+                if not self._path_done():
+                    return
+                continue
+            self.idx = nxt
+
+    def _check_dead_callbacks(self) -> None:
+        """The kernel removes the code no path reached, whole subprograms
+        included; a function pointer that pointed at a removed subprogram
+        then points at the next subprogram left, or past the end. When more
+        than one subprogram is left, one pointing past the end makes the
+        kernel fail as it splits the program for the JIT (``EFAULT``)."""
+        cfg = self.cfg
+        starts = cfg.subprogs
+        alive = [bool(self.seen[s]) for s in starts]
+        if sum(alive) <= 1:
+            return
+        for i, insn in enumerate(self.insns):
+            if insn.opcode != LDDW or insn.src != 4 or not self.seen[i]:
+                continue
+            k = starts.index(cfg.targets[i])
+            if not any(alive[k:]):
+                self.idx = i
+                raise self._reject(f"verifier bug: No program to jit at insn {cfg.slots[i]} (subprog < 0)",
+                                   errno.EFAULT)
+
+    def _path_done(self) -> bool:
+        """The current path ended: update the explored states, take the next pending path."""
+        self._update_branch_counts(self.cur)
+        if not self.pending:
+            return False
+        st = self.pending.pop()
+        self.cur = st
+        self.idx = st.insn
+        self.prev_idx = st.last_insn
+        return True
+
+    def _update_branch_counts(self, st: VState | None) -> None:
+        while st is not None:
+            st.branches -= 1
+            if st.branches == 0 and st.parent is not None and st.loop_entry is not None:
+                self._update_loop_entry(st.parent, st.loop_entry)
+            if st.branches:
+                break
+            st = st.parent
+
+    def _push_branch(self, idx: int, prev_idx: int) -> VState:
+        """Queue a copy of the current state to explore from ``idx`` (``push_stack``)."""
+        cur = self.cur
+        st = cur.copy()
+        st.insn = idx
+        st.last_insn = prev_idx
+        st.hist = [list(h) for h in cur.hist]
+        self.pending.append(st)
+        if len(self.pending) > JMP_SEQ_LIMIT:
+            raise self._reject(f"The sequence of {len(self.pending)} jumps is too complex.", errno.E2BIG)
+        if st.parent is not None:
+            st.parent.branches += 1
+        return st
+
+    # ------------------------------------------------------------------ jump history and precision
+    def _push_hist(self, flags: int, linked: list | None = None) -> None:
+        h = self.cur_hist
+        if h is not None:
+            h[2] |= flags
+            if linked:
+                h[3] = linked
+            return
+        h = [self.idx, self.prev_idx, flags, linked]
+        self.cur.hist.append(h)
+        self.cur_hist = h
+
+    def _mark_precise(self, regno: int) -> None:
+        """Make ``regno`` of the current frame precise in the explored states (``mark_chain_precision``)."""
+        st = self.cur
+        bt = Backtrack(len(st.frames) - 1)
+        bt.set(regno)
+        mark_precise(self, bt)
+
+    # ------------------------------------------------------------------ loops (the kernel's loop entries)
+    @staticmethod
+    def _get_loop_entry(st: VState) -> VState | None:
+        top = st.loop_entry
+        while top is not None and top.loop_entry is not None and top is not top.loop_entry:
+            top = top.loop_entry
+        s: VState | None = st
+        while s is not None and s.loop_entry is not top:
+            old = s.loop_entry
+            s.loop_entry = top
+            s = old
+        return top
+
+    def _update_loop_entry(self, cur: VState, hdr: VState) -> None:
+        cur1 = self._get_loop_entry(cur) or cur
+        hdr1 = self._get_loop_entry(hdr) or hdr
+        if hdr1.branches and hdr1.dfs_depth <= cur1.dfs_depth:
+            cur.loop_entry = hdr
+            hdr.used_as_loop_entry = True
+
+    # ------------------------------------------------------------------ state pruning
+    def _live_masks(self, st: VState, idx: int) -> list[int]:
+        """Live registers per frame: the current instruction's for the innermost frame,
+        what a caller reads after the call returns for the others."""
+        live = self.cfg.live
+        frames = st.frames
+        out = []
+        for i in range(len(frames) - 1):
+            site = frames[i + 1].callsite
+            if frames[i + 1].is_callback:
+                out.append(live[site] | 0x7FF)  # the call runs again: its arguments and the caller's registers
+            else:
+                out.append(live[site + 1] & 0x3C0 if site + 1 < len(live) else 0x3C0)
+        out.append(live[idx])
+        return out
+
+    def _state_key(self, st: VState, idx: int) -> tuple:
+        return (idx, *(f.callsite for f in st.frames))
+
+    def _is_state_visited(self, idx: int) -> bool:
+        cfg = self.cfg
+        cur = self.cur
+        force_new = cfg.force_cp[idx] or len(cur.hist) > 40
+        add_new = force_new or (self.jmps - self.prev_jmps >= 2 and self.processed - self.prev_processed >= 8)
+        key = self._state_key(cur, idx)
+        lst = self.explored.get(key)
+        if lst is None:
+            lst = self.explored[key] = []
+        live = None
+        tmp = self.id_gen + 1000
+        keep: list[VState] = []
+        hit = False
+        count = 0
+        for sl in lst:
+            count += 1
+            if hit:
+                keep.append(sl)
+                continue
+            if live is None:
+                live = self._live_masks(cur, idx)
+            if sl.branches:
+                matched = False
+                if cfg.insns[idx].opcode == (Class.JMP | Jmp.JCOND):
+                    if sl.may_goto_depth != cur.may_goto_depth and states_equal(sl, cur, live, RANGE_WITHIN, tmp):
+                        self._update_loop_entry(cur, sl)
+                        matched = True
+                if not matched and cfg.calls_callback[idx]:
+                    if states_equal(sl, cur, live, RANGE_WITHIN, tmp):
+                        matched = True
+                    skip_loop_check = True
+                else:
+                    skip_loop_check = False
+                if matched:
+                    hit = True
+                    self._hit(sl, idx)
+                    keep.append(sl)
+                    continue
+                if not skip_loop_check and maybe_looping(sl, cur) and \
+                        sl.may_goto_depth == cur.may_goto_depth and \
+                        sl.callback_unroll_depth == cur.callback_unroll_depth and \
+                        states_equal(sl, cur, live, EXACT, tmp):
+                    raise self._reject(f"infinite loop detected at insn {cfg.slots[idx]}", errno.EINVAL)
+                if not force_new and self.jmps - self.prev_jmps < 20 and self.processed - self.prev_processed < 100:
+                    add_new = False
+            else:
+                loop_entry = self._get_loop_entry(sl)
+                force_exact = loop_entry is not None and loop_entry.branches > 0
+                if states_equal(sl, cur, live, RANGE_WITHIN if force_exact else NOT_EXACT, tmp):
+                    if force_exact:
+                        self._update_loop_entry(cur, loop_entry)  # type: ignore[arg-type]
+                    hit = True
+                    self._hit(sl, idx)
+                    keep.append(sl)
+                    continue
+            if add_new:
+                sl.miss += 1
+            n = 64 if cfg.force_cp[idx] and sl.branches > 0 else 3
+            if sl.miss > sl.hit * n + n:
+                self.peak_states -= 1
+                continue
+            keep.append(sl)
         lst[:] = keep
-        if pruned:
+        if count > self.max_states_per_insn:
+            self.max_states_per_insn = count
+        if hit:
             return True
-        cp = cur.copy()
-        cp.branches = 1
-        cp.parent = cur.parent
-        cp.insn = idx
-        cur.parent = cp
-        cur.last_cp_processed = self.processed
-        lst.append(cp)
+        if not add_new:
+            return False
         self.total_states += 1
-        self.peak_states = max(self.peak_states, self.total_states)
+        self.peak_states += 1
+        self.prev_jmps = self.jmps
+        self.prev_processed = self.processed
+        self._forget_precision(cur)
+        new = cur.copy()
+        new.insn = idx
+        new.branches = 1
+        new.hist = cur.hist
+        new.last_insn = cur.last_insn
+        cur.parent = new
+        cur.first_insn = idx
+        cur.hist = []
+        self.cur_hist = None
+        cur.dfs_depth = new.dfs_depth + 1
+        lst.insert(0, new)
         return False
+
+    def _hit(self, sl: VState, idx: int) -> None:
+        sl.hit += 1
+        if self.cfg.jmp_point[idx]:
+            self._push_hist(0)
+        # precision the explored state relied on is needed by the current path too
+        bt = Backtrack(len(self.cur.frames) - 1)
+        live = self._live_masks(self.cur, idx)
+        for fr, f in enumerate(sl.frames):
+            mask = live[fr]
+            for i in range(10):
+                r = f.regs[i]
+                if r.type == T.SCALAR and r.precise and mask >> i & 1:
+                    bt.regs[fr] |= 1 << i
+            for k, slot in f.stack.items():
+                sp = slot.spill
+                if sp is not None and slot.spilled and sp.type == T.SCALAR and sp.precise:
+                    bt.slots[fr] |= 1 << k
+        mark_precise(self, bt)
+
+    @staticmethod
+    def _forget_precision(st: VState) -> None:
+        """Scalars of a new explored state start imprecise (children mark what they need)."""
+        for f in st.frames:
+            regs = f.regs
+            for i in range(10):
+                r = regs[i]
+                if r.precise and r.type == T.SCALAR:
+                    c = r.copy()
+                    c.precise = False
+                    regs[i] = c
+            for k, slot in f.stack.items():
+                sp = slot.spill
+                if sp is not None and sp.precise and sp.type == T.SCALAR:
+                    c = sp.copy()
+                    c.precise = False
+                    f.stack[k] = Slot(slot.bytes, c)
 
     # ------------------------------------------------------------------ registers
     def _read(self, fr: Frame, r: int) -> Reg:
+        if r > 10:
+            raise self._reject(f"R{r} is invalid", errno.EINVAL)
         reg = fr.regs[r]
         if reg.type == T.NOT_INIT:
             raise self._reject(f"R{r} !read_ok")
         return reg
 
-    def _write(self, fr: Frame, r: int, val: Reg) -> None:
+    def _check_dst(self, r: int) -> None:
+        if r > 10:
+            raise self._reject(f"R{r} is invalid", errno.EINVAL)
         if r == 10:
             raise self._reject("frame pointer is read only")
-        fr.regs[r] = val
+
+    def _encoding(self, insn: Insn) -> None:
+        """The reserved-field check of the current instruction (once: it depends on the instruction alone)."""
+        ok = self.encoding_ok
+        if ok[self.idx]:
+            return
+        msg = reserved_error(insn)
+        if msg is not None:
+            raise self._reject(msg, errno.EINVAL)
+        ok[self.idx] = 1
 
     # ------------------------------------------------------------------ one instruction
     def _step(self, st: VState, idx: int, insn: Insn) -> int:
-        cls = insn.opcode & 7
+        op = insn.opcode
+        cls = op & 7
         fr = st.frames[-1]
-        if cls in (Class.ALU, Class.ALU64):
-            self._alu(fr, insn)
+        if cls == Class.ALU or cls == Class.ALU64:
+            self._alu(st, fr, insn, idx)
             return idx + 1
         if cls == Class.LDX:
-            base = self._read(fr, insn.src)
-            if insn.dst == 10:
-                raise self._reject("frame pointer is read only")
-            size = SIZE_BYTES[insn.opcode & 0x18]
-            val = self._mem(st, base, insn.src, insn.off, size, False, None)
-            if insn.opcode & 0xE0 == Mode.MEMSX and val.type == T.SCALAR:
-                val = sign_extend(val, 8 * size, 64)
-            self._write(fr, insn.dst, val)
-            return idx + 1
-        if cls == Class.ST:
-            base = self._read(fr, insn.dst)
-            size = SIZE_BYTES[insn.opcode & 0x18]
-            imm = insn.imm & ((1 << (8 * size)) - 1) if size < 8 else insn.imm
-            self._mem(st, base, insn.dst, insn.off, size, True, Reg.const(imm))
+            self._read(fr, insn.src)
+            self._check_dst(insn.dst)
+            size = SIZE_BYTES[op & 0x18]
+            self._check_mem_access(st, insn.src, insn.off, size, False, insn.dst, False, op & 0xE0 == Mode.MEMSX)
+            self._check_sane_dst(fr, insn.dst)
             return idx + 1
         if cls == Class.STX:
-            base = self._read(fr, insn.dst)
-            val = self._read(fr, insn.src)
-            size = SIZE_BYTES[insn.opcode & 0x18]
-            if insn.opcode & 0xE0 == Mode.ATOMIC:
-                self._atomic(st, fr, insn, base, val, size)
+            if op & 0xE0 == Mode.ATOMIC:
+                self._encoding(insn)
+                self._atomic(st, fr, insn)
                 return idx + 1
-            self._mem(st, base, insn.dst, insn.off, size, True, val)
+            self._encoding(insn)
+            self._read(fr, insn.src)
+            self._read(fr, insn.dst)
+            self._check_mem_access(st, insn.dst, insn.off, SIZE_BYTES[op & 0x18], True, insn.src, False, False)
+            return idx + 1
+        if cls == Class.ST:
+            self._encoding(insn)
+            self._read(fr, insn.dst)
+            self._check_mem_access(st, insn.dst, insn.off, SIZE_BYTES[op & 0x18], True, -1, False, False,
+                                   st_imm=insn.imm)
             return idx + 1
         if cls == Class.LD:
-            if insn.opcode == LDDW:
-                self._lddw(fr, insn, idx)
+            if op == LDDW:
+                self._ld_imm64(st, fr, insn, idx)
                 return idx + 1
-            return self._ld_abs(fr, insn, idx)
+            return self._ld_abs(st, fr, insn, idx)
         # jumps
-        jop = insn.opcode & 0xF0
-        if jop == Jmp.JA:
-            return self.cfg.targets[idx]
-        if jop == Jmp.EXIT:
-            return self._exit(st, idx)
+        self.jmps += 1
+        jop = op & 0xF0
         if jop == Jmp.CALL:
+            self._encoding(insn)
             if insn.src == 1:
                 return self._pseudo_call(st, idx)
             if insn.src == 2:
                 return self._kfunc(st, fr, insn, idx)
             return self._helper(st, fr, insn, idx)
+        if jop == Jmp.JA:
+            self._encoding(insn)
+            return self.cfg.targets[idx]
+        if jop == Jmp.EXIT:
+            self._encoding(insn)
+            return self._exit(st, idx)
+        if jop == Jmp.JCOND:
+            self._encoding(insn)
+            return self._may_goto(st, idx)
         return self._cond(st, fr, insn, idx)
 
+    def _check_sane_dst(self, fr: Frame, r: int) -> None:
+        reg = fr.regs[r]
+        if reg.type == T.SCALAR and not is_sane(reg):
+            c = reg.copy()
+            sanitize(c)
+            fr.regs[r] = c
+
     # ------------------------------------------------------------------ ALU
-    def _alu(self, fr: Frame, insn: Insn) -> None:
+    def _alu(self, st: VState, fr: Frame, insn: Insn, idx: int) -> None:
         op = insn.opcode
-        bits = 64 if op & 7 == Class.ALU64 else 32
         aop = op & 0xF0
+        alu32 = op & 7 == Class.ALU
         d = insn.dst
-        if d == 10:
-            raise self._reject("frame pointer is read only")
+        self._encoding(insn)
+        if aop == Alu.NEG or aop == Alu.END:
+            dst = self._read(fr, d)
+            self._check_dst(d)
+            if dst.type != T.SCALAR:
+                fr.regs[d] = Reg.unknown()
+                return
+            r = dst.copy()
+            r.precise = False
+            if aop == Alu.NEG:
+                r.id = 0
+                r.off = 0
+                scalar_neg(r, alu32)
+            else:
+                swap = not alu32 or bool(op & 0x08)
+                if not scalar_end(r, insn.imm, swap):
+                    return
+            fr.regs[d] = r
+            return
         if aop == Alu.MOV:
             if op & 0x08:
-                src = self._read(fr, insn.src)
-                if insn.off:
-                    if src.type != T.SCALAR:
-                        raise self._reject(f"R{insn.src} sign-extension part of pointer")
-                    fr.regs[d] = sign_extend(src, insn.off, bits)
-                elif bits == 64:
-                    if src.type == T.SCALAR and not src.is_const and src.id == 0:
-                        src = src.copy()
-                        src.id = self._new_id()
-                        fr.regs[insn.src] = src
-                    fr.regs[d] = src
-                else:
-                    if src.type != T.SCALAR:
-                        fr.regs[d] = _sized_unknown(4)
-                    else:
-                        fr.regs[d] = scalar_alu(Alu.OR, src, Reg.const(0), 32)
+                moved = self._read(fr, insn.src)
+                self._check_dst(d)
+                self._mov_reg(fr, insn, moved, alu32)
             else:
-                fr.regs[d] = Reg.const(insn.imm if bits == 64 else insn.imm & U32)
+                self._check_dst(d)
+                fr.regs[d] = Reg.const(insn.imm & U32 if alu32 else insn.imm)
             return
+        src: Reg | None = self._read(fr, insn.src) if op & 0x08 else None
         dst = self._read(fr, d)
-        if aop == Alu.NEG or aop == Alu.END:
-            if dst.type != T.SCALAR:
-                raise self._reject(f"R{d} pointer arithmetic prohibited")
-            if aop == Alu.NEG:
-                fr.regs[d] = scalar_neg(dst, bits)
-            else:
-                swap = bits == 64 or bool(op & 0x08)
-                fr.regs[d] = scalar_end(dst, insn.imm, swap, bits)
+        if (aop == Alu.DIV or aop == Alu.MOD) and not op & 0x08 and insn.imm == 0:
+            raise self._reject("div by zero", errno.EINVAL)
+        if aop in (Alu.LSH, Alu.RSH, Alu.ARSH) and not op & 0x08:
+            limit = 32 if alu32 else 64
+            if not 0 <= insn.imm < limit:
+                raise self._reject(f"invalid shift {insn.imm}", errno.EINVAL)
+        self._check_dst(d)
+        if src is None:
+            src = Reg.const(insn.imm & U32 if alu32 else insn.imm)
+        if dst.type != T.SCALAR or src.type != T.SCALAR:
+            self._ptr_alu(fr, insn, aop, alu32, dst, src)
             return
-        if op & 0x08:
-            src = self._read(fr, insn.src)
-        else:
-            src = Reg.const(insn.imm if bits == 64 else insn.imm & U32)
-        if dst.type == T.SCALAR and src.type == T.SCALAR:
-            res = scalar_alu(aop, dst, src, bits, insn.off)
-            if dst.btf and aop in (Alu.ADD, Alu.SUB) and src.is_const and bits == 64:
-                res.btf = dst.btf
-            fr.regs[d] = res
-            return
-        fr.regs[d] = self._ptr_alu(insn, aop, bits, dst, src)
+        if op & 0x08 and dst.precise:
+            self._mark_precise(insn.src)
+        if (aop == Alu.AND or aop == Alu.OR) and src.tm == 0:
+            w = fork_width(dst)
+            if w:
+                other = self._push_branch(idx, idx)
+                r = dst.copy()
+                if w == 64:
+                    r.set_const(0)
+                    r.id = 0
+                    r.off = 0
+                else:
+                    mark_32_known(r, 0)
+                other.frames[-1].regs[d] = r
+                r = dst.copy()
+                if w == 64:
+                    r.set_const(-1)
+                    r.id = 0
+                    r.off = 0
+                else:
+                    mark_32_known(r, -1)
+                dst = r
+        r = dst.copy()
+        old_id = r.id
+        scalar_alu(r, src, aop, alu32)
+        sanitize(r)
+        r.btf = dst.btf if dst.btf and aop in (Alu.ADD, Alu.SUB) and src.tm == 0 and not alu32 else None
+        r.id = 0
+        r.off = 0
+        if (aop == Alu.ADD or aop == Alu.SUB) and old_id and not old_id & ADD_CONST and \
+                not (op & 0x08 and insn.src == d):
+            self._link_const(r, dst, src, aop, alu32, old_id)
+        fr.regs[d] = r
 
-    def _ptr_alu(self, insn: Insn, aop: int, bits: int, dst: Reg, src: Reg) -> Reg:
+    @staticmethod
+    def _link_const(r: Reg, dst: Reg, src: Reg, aop: int, alu32: bool, old_id: int) -> None:
+        """``r = dst +/- constant``: keep ``r`` linked to the registers ``dst`` was
+        linked to, with the constant as offset (what a later comparison learns
+        about one of them is then known about the others)."""
+        if alu32:
+            if src.tm & U32 or src.s32min != src.s32max or src.u32min != src.u32max:
+                return
+            off = s32(src.tv)
+        else:
+            if src.tm or src.smin != src.smax or src.umin != src.umax:
+                return
+            off = s64(src.tv)
+            if not -(1 << 31) <= off <= S32_MAX:
+                return
+        if aop == Alu.SUB:
+            if off == -(1 << 31):
+                return
+            off = -off
+        if alu32 and not (dst.umax <= U32 and dst.umin + off >= 0 and dst.umax + off <= U32):
+            return
+        r.id = old_id | ADD_CONST
+        r.off = off
+
+    def _mov_reg(self, fr: Frame, insn: Insn, src: Reg, alu32: bool) -> None:
         d = insn.dst
-        if dst.type != T.SCALAR and src.type != T.SCALAR:
-            if aop == Alu.SUB and bits == 64:
-                return Reg.unknown()
+        s = insn.src
+        off = insn.off
+        if not alu32:
+            if off == 0:
+                if src.type == T.SCALAR:
+                    src = self._assign_id(fr, s, src)
+                fr.regs[d] = src
+                return
+            if src.type != T.SCALAR:
+                fr.regs[d] = Reg.unknown()
+                return
+            no_sext = src.umax < (1 << (off - 1))
+            if no_sext:
+                src = self._assign_id(fr, s, src)
+            r = src.copy()
+            if not no_sext:
+                r.id = 0
+                r.off = 0
+            coerce_size_sx(r, off >> 3)
+            fr.regs[d] = r
+            return
+        if src.type != T.SCALAR:
+            r = Reg.unknown()
+        elif off == 0:
+            fits = src.umax.bit_length() <= 32
+            if fits:
+                src = self._assign_id(fr, s, src)
+            r = src.copy()
+            if not fits:
+                r.id = 0
+                r.off = 0
+        else:
+            no_sext = src.umax < (1 << (off - 1))
+            if no_sext:
+                src = self._assign_id(fr, s, src)
+            r = src.copy()
+            if not no_sext:
+                r.id = 0
+                r.off = 0
+            coerce_subreg_size_sx(r, off >> 3)
+        zext_32_to_64(r)
+        sync(r)
+        sanitize(r)
+        fr.regs[d] = r
+
+    def _assign_id(self, fr: Frame, s: int, src: Reg) -> Reg:
+        """Give a copied scalar an id so that what a comparison learns about one copy applies to both."""
+        if src.id & ADD_CONST:
+            src = src.copy()
+            src.id = 0
+            src.off = 0
+            fr.regs[s] = src
+        if not src.id and src.tm != 0:
+            src = src.copy()
+            src.id = self._new_id()
+            fr.regs[s] = src
+        return src
+
+    def _ptr_alu(self, fr: Frame, insn: Insn, aop: int, alu32: bool, dst: Reg, src: Reg) -> None:
+        d = insn.dst
+        if src.type != T.SCALAR and dst.type != T.SCALAR:
+            if aop == Alu.SUB:
+                fr.regs[d] = Reg.unknown()
+                return
             raise self._reject(f"R{d} pointer {_ALU_NAMES.get(aop, '?')} pointer prohibited")
-        if bits == 32:
+        if dst.type == T.SCALAR:  # scalar += pointer
+            self._mark_precise(d)
+            ptr, off = src, dst
+        else:
+            if insn.opcode & 0x08:
+                self._mark_precise(insn.src)
+            ptr, off = dst, src
+        known = off.tm == 0
+        if (known and (off.smin != off.smax or off.umin != off.umax)) or off.smin > off.smax or off.umin > off.umax:
+            fr.regs[d] = Reg.unknown()
+            return
+        if alu32:
+            if aop == Alu.SUB:
+                fr.regs[d] = Reg.unknown()
+                return
             raise self._reject(f"R{d} 32-bit pointer arithmetic prohibited")
-        ptr, off = (dst, src) if dst.type != T.SCALAR else (src, dst)
-        if aop not in (Alu.ADD, Alu.SUB):
-            raise self._reject(f"R{d} bitwise operator {_ALU_NAMES.get(aop, '?')} on pointer prohibited"
-                               if aop in (Alu.AND, Alu.OR, Alu.XOR) else
-                               f"R{d} pointer arithmetic with {_ALU_NAMES.get(aop, '?')} operator prohibited")
-        if aop == Alu.SUB and ptr is src:
-            raise self._reject(f"R{d} tried to subtract pointer from scalar")
-        if aop == Alu.SUB and ptr.type == T.PTR_TO_STACK:
-            raise self._reject(f"R{d} subtraction from stack pointer prohibited")
-        if ptr.null:
-            raise self._reject(f"R{d} pointer arithmetic on {type_name(ptr)} prohibited, null-check it first")
-        if ptr.type in (T.CONST_PTR_TO_MAP, T.PTR_TO_FUNC):
-            raise self._reject(f"R{d} pointer arithmetic on {type_name(ptr)} prohibited")
         kind = type_name(ptr)
-        if off.is_const and abs(to_signed(off.tv)) >= MAX_VAR_OFF:
-            raise self._reject(f"math between {kind} pointer and {to_signed(off.tv)} is not allowed", errno.EINVAL)
-        if not off.is_const and off.smin == S64_MIN:
+        if ptr.null:
+            raise self._reject(f"R{d} pointer arithmetic on {kind} prohibited, null-check it first")
+        t = ptr.type
+        if t == T.CONST_PTR_TO_MAP:
+            if not (known and off.smin == 0 and aop == Alu.ADD):
+                raise self._reject(f"R{d} pointer arithmetic on {kind} prohibited")
+        elif t not in (T.PTR_TO_CTX, T.PTR_TO_MAP_VALUE, T.PTR_TO_MAP_KEY, T.PTR_TO_STACK, T.PTR_TO_BTF_ID,
+                       T.PTR_TO_MEM, T.PTR_TO_FUNC):
+            raise self._reject(f"R{d} pointer arithmetic on {kind} prohibited")
+        self._sane_offset(off, kind)
+        self._sane_offset(ptr, kind)
+        r = ptr.copy()
+        r.precise = False
+        r.s32min, r.s32max, r.u32min, r.u32max = -(1 << 31), S32_MAX, 0, U32
+        if aop == Alu.ADD:
+            c = off.smin
+            if known and -(1 << 31) <= ptr.off + c <= S32_MAX:
+                r.off = ptr.off + c
+            else:
+                lo, hi = ptr.smin + off.smin, ptr.smax + off.smax
+                if not (S64_MIN <= lo <= S64_MAX and S64_MIN <= hi <= S64_MAX):
+                    r.smin, r.smax = S64_MIN, S64_MAX
+                else:
+                    r.smin, r.smax = lo, hi
+                lo, hi = ptr.umin + off.umin, ptr.umax + off.umax
+                if lo > U64 or hi > U64:
+                    r.umin, r.umax = 0, U64
+                else:
+                    r.umin, r.umax = lo, hi
+                r.tv, r.tm = t_add(ptr.tv, ptr.tm, off.tv, off.tm)
+        elif aop == Alu.SUB:
+            if ptr is not dst:
+                raise self._reject(f"R{d} tried to subtract pointer from scalar")
+            if t == T.PTR_TO_STACK:
+                raise self._reject(f"R{d} subtraction from stack pointer prohibited")
+            c = off.smin
+            if known and -(1 << 31) <= ptr.off - c <= S32_MAX:
+                r.off = ptr.off - c
+            else:
+                from .tnum import t_sub
+
+                lo, hi = ptr.smin - off.smax, ptr.smax - off.smin
+                if not (S64_MIN <= lo <= S64_MAX and S64_MIN <= hi <= S64_MAX):
+                    r.smin, r.smax = S64_MIN, S64_MAX
+                else:
+                    r.smin, r.smax = lo, hi
+                if ptr.umin < off.umax:
+                    r.umin, r.umax = 0, U64
+                else:
+                    r.umin, r.umax = ptr.umin - off.umax, ptr.umax - off.umin
+                r.tv, r.tm = t_sub(ptr.tv, ptr.tm, off.tv, off.tm)
+        elif aop in (Alu.AND, Alu.OR, Alu.XOR):
+            raise self._reject(f"R{d} bitwise operator {_ALU_NAMES[aop]} on pointer prohibited")
+        else:
+            raise self._reject(f"R{d} pointer arithmetic with {_ALU_NAMES.get(aop, '?')} operator prohibited")
+        self._sane_offset(r, kind)
+        sync(r)
+        sanitize(r)
+        fr.regs[d] = r
+
+    def _sane_offset(self, reg: Reg, kind: str) -> None:
+        if reg.tm == 0:
+            val = s64(reg.tv)
+            if val >= MAX_VAR_OFF or val <= -MAX_VAR_OFF:
+                raise self._reject(f"math between {kind} pointer and {val} is not allowed", errno.EINVAL)
+        if reg.off >= MAX_VAR_OFF or reg.off <= -MAX_VAR_OFF:
+            raise self._reject(f"{kind} pointer offset {reg.off} is not allowed", errno.EINVAL)
+        if reg.smin == S64_MIN:
             raise self._reject(f"math between {kind} pointer and register with unbounded min value is not allowed",
                                errno.EINVAL)
-        if not off.is_const and (off.smin >= MAX_VAR_OFF or off.smin <= -MAX_VAR_OFF):
-            raise self._reject(f"value {off.smin} makes {kind} pointer be out of bounds", errno.EINVAL)
-        res = ptr.copy()
-        res.id = 0
-        if off.is_const:
-            c = to_signed(off.tv)
-            res.off = ptr.off + c if aop == Alu.ADD else ptr.off - c
-            if abs(res.off) >= MAX_VAR_OFF:
-                raise self._reject(f"{kind} pointer offset {res.off} is not allowed", errno.EINVAL)
-            return res
-        if ptr.type == T.PTR_TO_CTX:
-            # kernel: allowed, but any access through it is then rejected
-            pass
-        var = scalar_alu(aop, ptr, off, 64)
-        res.umin, res.umax, res.smin, res.smax, res.tv, res.tm = var.umin, var.umax, var.smin, var.smax, var.tv, var.tm
-        return res
-
-    # ------------------------------------------------------------------ memory
-    def _mem(self, st: VState, base: Reg, regno: int, off: int, size: int, write: bool, val: Reg | None) -> Reg:
-        t = base.type
-        if t == T.SCALAR:
-            if base.btf and not write:
-                return _sized_unknown(size) if size < 8 else self._btf_load()
-            raise self._reject(f"R{regno} invalid mem access 'scalar'")
-        if base.null:
-            raise self._reject(f"R{regno} invalid mem access '{type_name(base)}'")
-        if t == T.PTR_TO_STACK:
-            return self._stack_access(st, base, regno, off, size, write, val)
-        if t == T.PTR_TO_CTX:
-            return self._ctx_access(base, regno, off, size, write, val)
-        if t == T.PTR_TO_MAP_VALUE:
-            m: MapInfo | None = base.map
-            if write and m is not None and m.readonly:
-                raise self._reject(f"write into map forbidden, value_size={m.value_size} off={base.off + off} "
-                                   f"size={size}")
-            self._bounds(base, regno, off, size, m.value_size if m else 0, "map value",
-                         f"value_size={m.value_size if m else 0}")
-            return _sized_unknown(size)
-        if t == T.PTR_TO_MEM:
-            if write and base.rdonly:
-                raise self._reject(f"R{regno} cannot write into rdonly_mem")
-            self._bounds(base, regno, off, size, base.size, "memory", f"mem_size={base.size}")
-            return _sized_unknown(size)
-        if t == T.PTR_TO_MAP_KEY:
-            if write:
-                raise self._reject(f"R{regno} cannot write into map_key")
-            self._bounds(base, regno, off, size, base.size, "map key", f"key_size={base.size}")
-            return _sized_unknown(size)
-        if t == T.PTR_TO_BTF_ID:
-            if write:
-                raise self._reject(f"only read is supported (R{regno} is {type_name(base)})")
-            if not base.is_const:
-                raise self._reject(f"R{regno} is {type_name(base)} invalid variable offset: off={base.off}")
-            if base.off + off < 0:
-                raise self._reject(f"R{regno} is {type_name(base)} invalid negative access: off={base.off + off}")
-            return _sized_unknown(size) if size < 8 else self._btf_load()
-        if t == T.CONST_PTR_TO_MAP:
-            if write:
-                raise self._reject(f"only read from bpf_map is supported (R{regno})")
-            if base.off + off < 0:
-                raise self._reject(f"R{regno} invalid mem access 'map_ptr'")
-            return _sized_unknown(size)
-        raise self._reject(f"R{regno} invalid mem access '{type_name(base)}'")
-
-    def _btf_load(self) -> Reg:
-        r = Reg.unknown()
-        r.btf = "?"
-        return r
-
-    def _bounds(self, base: Reg, regno: int, off: int, size: int, limit: int, what: str, desc: str) -> None:
-        if base.is_const:
-            start = base.off + off + to_signed(base.tv)
-            if start < 0 or start + size > limit:
-                raise self._reject(f"invalid access to {what}, {desc} off={start} size={size}")
-            return
-        lo = base.off + off + base.smin
-        if lo < 0:
-            raise self._reject(f"R{regno} min value is negative, either use unsigned index or do a if "
-                               f"(index >=0) check.")
-        if base.umax >= MAX_VAR_OFF:
-            raise self._reject(f"R{regno} unbounded memory access, make sure to bounds check any such access")
-        end = base.off + off + base.umax
-        if end + size > limit:
-            raise self._reject(f"invalid access to {what}, {desc} off={end} size={size}")
-
-    def _ctx_access(self, base: Reg, regno: int, off: int, size: int, write: bool, val: Reg | None) -> Reg:
-        if base.off:
-            raise self._reject(f"dereference of modified ctx ptr R{regno} off={base.off} disallowed")
-        if not base.is_const:
-            raise self._reject(f"variable ctx access var_off=({base.tv:#x}; {base.tm:#x}) disallowed")
-        if base.tv:
-            raise self._reject(f"dereference of modified ctx ptr R{regno} off={to_signed(base.tv)} disallowed")
-        verdict = self.ctx.check(off, size, write)
-        if not verdict.ok:
-            raise self._reject(verdict.reason)
-        if not write:
-            self.max_ctx_off = max(self.max_ctx_off, off + size)
-        if write:
-            return NOT_INIT
-        if verdict.load == "ptr_to_packet":
-            raise self._reject(f"{self.ctx.name}: packet pointers are not modelled by the bpfmux verifier",
-                               errno.EINVAL)
-        if verdict.load == "ptr_to_btf_id":
-            r = Reg.ptr(T.PTR_TO_BTF_ID)
-            r.btf = verdict.field.btf_type if verdict.field else None
-            return r
-        return _sized_unknown(size)
-
-    def _stack_frame(self, st: VState, base: Reg) -> Frame:
-        return st.frames[base.frame]
-
-    def _stack_access(self, st: VState, base: Reg, regno: int, off: int, size: int, write: bool,
-                      val: Reg | None) -> Reg:
-        fr = self._stack_frame(st, base)
-        verb = "write to" if write else "read from"
-        if base.is_const:
-            o = base.off + off + to_signed(base.tv)
-            if o < -MAX_BPF_STACK or o + size > 0:
-                raise self._reject(f"invalid {verb} stack R{regno} off={o} size={size}")
-            if o % size:
-                raise self._reject(f"misaligned stack access off {o} size {size}")
-            self._note_depth(fr, -o)
-            if write:
-                self._stack_write(fr, o, size, val)  # type: ignore[arg-type]  # a write always comes with its value
-                return NOT_INIT
-            return self._stack_read(fr, o, size)
-        lo = base.off + off + base.smin
-        hi = base.off + off + base.smax
-        if base.smin < -MAX_VAR_OFF or base.smax > MAX_VAR_OFF or lo < -MAX_BPF_STACK or hi + size > 0:
-            raise self._reject(f"invalid variable-offset {verb} stack R{regno} var_off=({base.tv:#x}; "
-                               f"{base.tm:#x}) off={base.off + off} size={size}", errno.EINVAL)
-        self._note_depth(fr, -lo)
-        if write:
-            if val is not None and val.type != T.SCALAR:
-                raise self._reject(f"spilled ptr in range of var-offset stack write; insn R{regno}")
-            self._stack_clobber(fr, lo, hi + size)
-            return NOT_INIT
-        return _sized_unknown(size)
-
-    def _note_depth(self, fr: Frame, d: int) -> None:
-        if d > self.depth.get(fr.subprog, 0):
-            self.depth[fr.subprog] = d
-
-    def _stack_clobber(self, fr: Frame, lo: int, hi: int, kind: str = "m") -> None:
-        """Mark bytes ``[lo, hi)`` as written with data."""
-        o = lo
-        while o < hi:
-            k, bi = _slot_of(o)
-            n = min(8 - bi, hi - o)
-            slot = fr.stack.get(k, EMPTY_SLOT)
-            b = list(slot.bytes)
-            if slot.spill is not None:
-                b = ["m" if c == "s" else c for c in b]
-            for i in range(bi, bi + n):
-                b[i] = kind
-            fr.stack[k] = Slot("".join(b))
-            o += n
-
-    def _stack_write(self, fr: Frame, o: int, size: int, val: Reg) -> None:
-        k, bi = _slot_of(o)
-        if val.type != T.SCALAR and val.type != T.NOT_INIT:
-            if size != 8:
-                raise self._reject("invalid size of register spill")
-            fr.stack[k] = Slot("ssssssss", val, 8)
-            return
-        if bi == 0 and val.type == T.SCALAR and (size == 8 or val.umax < (1 << (8 * size))):
-            slot = fr.stack.get(k, EMPTY_SLOT)
-            tail = slot.bytes[size:]
-            if slot.spill is not None:
-                tail = tail.replace("s", "m")
-            fr.stack[k] = Slot("s" * size + tail, val, size)
-            return
-        self._stack_clobber(fr, o, o + size, "z" if val.is_null_const else "m")
-
-    def _stack_read(self, fr: Frame, o: int, size: int) -> Reg:
-        k, bi = _slot_of(o)
-        slot = fr.stack.get(k, EMPTY_SLOT)
-        sp = slot.spill
-        if sp is not None and bi == 0 and slot.bytes[:size] == "s" * size:
-            if size == slot.spill_size:
-                return sp
-            if sp.type != T.SCALAR:
-                raise self._reject("invalid size of register fill")
-            if size < slot.spill_size and sp.umax < (1 << (8 * size)):
-                r = sp.copy()
-                r.id = 0
-                return r
-            return _sized_unknown(size)
-        seg = slot.bytes[bi:bi + size]
-        if sp is not None and sp.type != T.SCALAR and "s" in seg:
-            # part of a spilled pointer: privileged programs read it as data
-            return _sized_unknown(size)
-        if seg == "z" * size:
-            return Reg.const(0)
-        return _sized_unknown(size)
-
-    def _atomic(self, st: VState, fr: Frame, insn: Insn, base: Reg, val: Reg, size: int) -> None:
-        if base.type == T.PTR_TO_CTX:
-            raise self._reject(f"BPF_ATOMIC stores into R{insn.dst} ctx is not allowed")
-        if base.type not in (T.PTR_TO_STACK, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM, T.NOT_INIT) or base.null:
-            raise self._reject(f"R{insn.dst} invalid mem access '{type_name(base)}'")
-        if insn.imm == 0xF1:
-            self._read(fr, 0)
-        old = self._mem(st, base, insn.dst, insn.off, size, False, None)
-        self._mem(st, base, insn.dst, insn.off, size, True, Reg.unknown() if size == 8 else _sized_unknown(size))
-        if insn.imm == 0xF1:
-            fr.regs[0] = old if old.type == T.SCALAR else Reg.unknown()
-        elif insn.imm & 1:
-            if insn.src == 10:
-                raise self._reject("frame pointer is read only")
-            fr.regs[insn.src] = old if old.type == T.SCALAR else Reg.unknown()
+        if reg.smin >= MAX_VAR_OFF or reg.smin <= -MAX_VAR_OFF:
+            raise self._reject(f"value {reg.smin} makes {kind} pointer be out of bounds", errno.EINVAL)
 
     # ------------------------------------------------------------------ ld_imm64 / ld_abs
-    def _map(self, key: int) -> MapInfo:
-        m = self.maps.get(key)
-        if m is None:
-            raise self._reject(f"fd {key} is not pointing to valid bpf_map", errno.EBADF)
-        self.maps_used.add(key)
-        return m
-
-    def _lddw(self, fr: Frame, insn: Insn, idx: int) -> None:
+    def _ld_imm64(self, st: VState, fr: Frame, insn: Insn, idx: int) -> None:
+        self._encoding(insn)
+        self._check_dst(insn.dst)
         kind = insn.src
         imm = insn.imm & U64
+        d = insn.dst
         if kind == 0:
-            fr.regs[insn.dst] = Reg.const(imm)
-        elif kind in (1, 5):
+            fr.regs[d] = Reg.const(imm)
+            return
+        if kind in (1, 5):
             r = Reg.ptr(T.CONST_PTR_TO_MAP)
-            r.map = self._map(imm & U32)
-            self._write(fr, insn.dst, r)
-        elif kind in (2, 6):
-            m = self._map(imm & U32)
-            off = imm >> 32
-            if m.type not in (MapType.ARRAY,) or off >= m.value_size:
-                raise self._reject(f"invalid access to map value pointer, value_size={m.value_size} off={off}",
-                                   errno.EINVAL)
-            r = Reg.ptr(T.PTR_TO_MAP_VALUE, off)
+            r.map = self.maps[imm & U32]
+            self.maps_used.add(imm & U32)
+            fr.regs[d] = r
+            return
+        if kind in (2, 6):
+            m = self.maps[imm & U32]
+            self.maps_used.add(imm & U32)
+            r = Reg.ptr(T.PTR_TO_MAP_VALUE, imm >> 32)
             r.map = m
-            self._write(fr, insn.dst, r)
-        elif kind == 3:
+            fr.regs[d] = r
+            return
+        if kind == 3:
             r = Reg.ptr(T.PTR_TO_BTF_ID)
             r.btf = "ksym"
-            self._write(fr, insn.dst, r)
-        elif kind == 4:
-            r = Reg.ptr(T.PTR_TO_FUNC)
-            r.subprog = self.cfg.subprogs.index(self.cfg.targets[idx])
-            self._write(fr, insn.dst, r)
-        else:
-            raise self._reject("invalid bpf_ld_imm64 insn", errno.EINVAL)
+            fr.regs[d] = r
+            return
+        # kind == 4: a function pointer
+        if not self.func_info:
+            raise self._reject("missing btf func_info", errno.EINVAL)
+        r = Reg.ptr(T.PTR_TO_FUNC)
+        r.subprog = self.cfg.subprogs.index(self.cfg.targets[idx])
+        fr.regs[d] = r
 
-    def _ld_abs(self, fr: Frame, insn: Insn, idx: int) -> int:
-        if self.prog_type not in _SKB_TYPES:
+    def _ld_abs(self, st: VState, fr: Frame, insn: Insn, idx: int) -> int:
+        from .memory import SKB_TYPES
+
+        if self.prog_type not in SKB_TYPES:
             raise self._reject("BPF_LD_[ABS|IND] instructions not allowed for this program type", errno.EINVAL)
+        self._encoding(insn)
         r6 = self._read(fr, 6)
+        if st.refs:
+            raise self._reject("BPF_LD_[ABS|IND] cannot be mixed with socket references", errno.EINVAL)
         if r6.type != T.PTR_TO_CTX:
-            raise self._reject("at the time of BPF_LD_ABS|IND R6 != pointer to skb")
+            raise self._reject("at the time of BPF_LD_ABS|IND R6 != pointer to skb", errno.EINVAL)
         if insn.opcode & 0xE0 == Mode.IND:
             self._read(fr, insn.src)
-        for r in range(1, 6):
+        self._check_ptr_off(r6, 6)
+        for r in range(0, 6):
             fr.regs[r] = NOT_INIT
-        fr.regs[0] = _sized_unknown(SIZE_BYTES[insn.opcode & 0x18])
+        fr.regs[0] = Reg.unknown()
         return idx + 1
 
     # ------------------------------------------------------------------ branches
-    def _cond(self, st: VState, fr: Frame, insn: Insn, idx: int) -> int:
-        op = insn.opcode & 0xF0
-        bits = 32 if insn.opcode & 7 == Class.JMP32 else 64
-        target = self.cfg.targets[idx]
-        a = self._read(fr, insn.dst)
-        if insn.opcode & 0x08:
-            b = self._read(fr, insn.src)
-        else:
-            b = Reg.const(insn.imm if bits == 64 else insn.imm & U32)
-        # null checks of maybe-null pointers
-        if a.null and op in (Jmp.JEQ, Jmp.JNE) and bits == 64 and b.is_null_const:
-            other = st.copy()
-            # jump taken: JEQ -> null, JNE -> non-null
-            self._mark_null(other, a.id, is_null=(op == Jmp.JEQ))
-            self._mark_null(st, a.id, is_null=(op != Jmp.JEQ))
-            self._push(other, target)
-            return idx + 1
-        if a.type != T.SCALAR or b.type != T.SCALAR:
-            taken = self._ptr_taken(op, a, b)
-            if taken is True:
-                return target
-            if taken is False:
-                return idx + 1
-            self._push(st.copy(), target)
-            return idx + 1
-        taken = is_taken(op, a, b, bits)
-        if taken is True:
-            return target
-        if taken is False:
-            return idx + 1
-        t_side = branch(op, a, b, bits, True)
-        f_side = branch(op, a, b, bits, False)
-        if t_side is not None:
-            other = st.copy() if f_side is not None else st
-            ofr = other.frames[-1]
-            self._set_narrowed(other, ofr, insn, t_side)
-            if f_side is None:
-                return target
-            self._push(other, target)
-        if f_side is not None:
-            self._set_narrowed(st, fr, insn, f_side)
-            return idx + 1
-        # neither side possible: the value set was empty (cannot happen for sound inputs)
-        return -1
+    def _may_goto(self, st: VState, idx: int) -> int:
+        prev = self._find_prev_entry(st.parent, idx) if st.parent is not None else None
+        q = self._push_branch(idx + 1, idx)
+        q.may_goto_depth += 1
+        if prev is not None:
+            self._widen(prev, q)
+        return self.cfg.targets[idx]
 
-    def _set_narrowed(self, st: VState, fr: Frame, insn: Insn, sides: tuple[Reg, Reg]) -> None:
-        na, nb = sides
-        self._replace_linked(st, fr, insn.dst, na)
-        if insn.opcode & 0x08:
-            self._replace_linked(st, fr, insn.src, nb)
-
-    def _replace_linked(self, st: VState, fr: Frame, r: int, val: Reg) -> None:
-        old = fr.regs[r]
-        if r == 10:
-            return
-        fr.regs[r] = val
-        if old.id and old.type == T.SCALAR:
-            for i, x in enumerate(fr.regs):
-                if i != r and x.id == old.id and x.type == T.SCALAR:
-                    c = val.copy()
-                    c.id = old.id
-                    fr.regs[i] = c
-            for k, slot in list(fr.stack.items()):
-                sp = slot.spill
-                if sp is not None and sp.id == old.id and sp.type == T.SCALAR and slot.spill_size == 8:
-                    c = val.copy()
-                    c.id = old.id
-                    fr.stack[k] = Slot(slot.bytes, c, slot.spill_size)
-
-    def _ptr_taken(self, op: int, a: Reg, b: Reg) -> bool | None:
-        ptr, other = (a, b) if a.type != T.SCALAR else (b, a)
-        if ptr.null or not other.is_null_const or ptr.type in (T.SCALAR, T.PTR_TO_BTF_ID):
-            return None
-        if op == Jmp.JEQ:
-            return False
-        if op == Jmp.JNE:
-            return True
+    def _find_prev_entry(self, ref: VState, idx: int) -> VState | None:
+        """The nearest explored state at ``idx`` on the current path (a previous loop iteration)."""
+        key = self._state_key(ref, idx)
+        for s in self.explored.get(key, ()):
+            if s.insn == idx and s.branches and s.dfs_depth < ref.dfs_depth:
+                return s
         return None
 
-    def _mark_null(self, st: VState, pid: int, is_null: bool) -> None:
-        ref = 0
+    def _widen(self, old: VState, cur: VState) -> None:
+        """Forget the values of imprecise scalars that changed since the previous
+        iteration (so that a loop's states converge)."""
+        from .state import IdMap, _regs_exact
+
+        ids = IdMap(self.id_gen + 1000)
+        for fo, fc in zip(old.frames, cur.frames, strict=False):
+            for i in range(11):
+                o, c = fo.regs[i], fc.regs[i]
+                if o.type != T.SCALAR or c.type != T.SCALAR or o.precise or c.precise or _regs_exact(o, c, ids):
+                    continue
+                fc.regs[i] = Reg.unknown()
+            for k, os_ in fo.stack.items():
+                cs = fc.stack.get(k)
+                if cs is None or not os_.spilled or not cs.spilled:
+                    continue
+                o, c = os_.spill, cs.spill  # type: ignore[assignment]  # 'spilled' means spill is not None
+                if o.type != T.SCALAR or c.type != T.SCALAR or o.precise or c.precise or _regs_exact(o, c, ids):
+                    continue
+                fc.stack[k] = Slot(cs.bytes, Reg.unknown())
+
+    def _cond(self, st: VState, fr: Frame, insn: Insn, idx: int) -> int:
+        op = insn.opcode
+        jop = op & 0xF0
+        j32 = op & 7 == Class.JMP32
+        target = self.cfg.targets[idx]
+        a = self._read(fr, insn.dst)
+        flags = 0
+        if op & 0x08:
+            self._encoding(insn)
+            b = self._read(fr, insn.src)
+            if b.type == T.PTR_TO_STACK:
+                flags |= SRC_STACK
+        else:
+            self._encoding(insn)
+            b = Reg.const(insn.imm)
+        if a.type == T.PTR_TO_STACK:
+            flags |= DST_STACK
+        if flags:
+            self._push_hist(flags)
+        a_ptr = a.type != T.SCALAR
+        b_ptr = b.type != T.SCALAR
+        if a_ptr or b_ptr:
+            pred = self._ptr_branch_taken(a, b, jop, j32)
+        else:
+            pred = branch_taken(a, b, jop, j32)
+        if pred >= 0:
+            if not a_ptr:
+                self._mark_precise(insn.dst)
+            if op & 0x08 and not b_ptr:
+                self._mark_precise(insn.src)
+            return target if pred == 1 else idx + 1
+        # linked scalars
+        linked: list[tuple[int, int, bool]] = []
+        if op & 0x08 and not b_ptr and b.id:
+            self._collect_linked(st, b.id, linked)
+        if not a_ptr and a.id:
+            self._collect_linked(st, a.id, linked)
+        if len(linked) > 1:
+            self._push_hist(0, linked)
+        other = self._push_branch(target, idx)
+        ofr = other.frames[-1]
+        if not a_ptr and not b_ptr:
+            same = bool(op & 0x08) and insn.src == insn.dst
+            ta = a.copy()
+            tb = ta if same else b.copy()
+            refine(ta, tb, jop, j32)
+            fa = a.copy()
+            fb = fa if same else b.copy()
+            refine(fa, fb, REVERSE[jop], j32)
+            ofr.regs[insn.dst] = ta
+            fr.regs[insn.dst] = fa
+            if op & 0x08:
+                ofr.regs[insn.src] = tb
+                fr.regs[insn.src] = fb
+                if b.id:
+                    self._sync_linked(st, fr.regs[insn.src], linked)
+                    self._sync_linked(other, ofr.regs[insn.src], linked)
+            if a.id:
+                self._sync_linked(st, fr.regs[insn.dst], linked)
+                self._sync_linked(other, ofr.regs[insn.dst], linked)
+        if not j32 and op & 0x08 and a_ptr and b_ptr and a.type != T.PTR_TO_BTF_ID and b.type != T.PTR_TO_BTF_ID:
+            eq = ofr if jop == Jmp.JEQ else fr if jop == Jmp.JNE else None
+            if eq is not None:
+                if not a.null and b.null and self._not_null(a):
+                    eq.regs[insn.src] = self._nonnull(b)
+                if not b.null and a.null and self._not_null(b):
+                    eq.regs[insn.dst] = self._nonnull(a)
+        if not j32 and not op & 0x08 and insn.imm == 0 and jop in (Jmp.JEQ, Jmp.JNE) and a.null:
+            self._mark_ptr_or_null(st, a, jop == Jmp.JNE)
+            self._mark_ptr_or_null(other, a, jop == Jmp.JEQ)
+        return idx + 1
+
+    @staticmethod
+    def _not_null(r: Reg) -> bool:
+        return not r.null and r.type in (T.PTR_TO_MAP_VALUE, T.PTR_TO_MAP_KEY, T.PTR_TO_MEM)
+
+    def _ptr_branch_taken(self, a: Reg, b: Reg, jop: int, j32: bool) -> int:
+        if j32:
+            return -1
+        if not (b.type == T.SCALAR and b.tm == 0):
+            a, b = b, a
+            jop = FLIP.get(jop, jop)
+        if not (b.type == T.SCALAR and b.tm == 0):
+            return -1
+        if not self._not_null(a) or b.tv != 0:
+            return -1
+        if jop == Jmp.JEQ:
+            return 0
+        if jop == Jmp.JNE:
+            return 1
+        return -1
+
+    def _collect_linked(self, st: VState, rid: int, out: list[tuple[int, int, bool]]) -> None:
+        base = rid & ~ADD_CONST
+        for fi in range(len(st.frames) - 1, -1, -1):
+            f = st.frames[fi]
+            for j in range(10):
+                r = f.regs[j]
+                if r.type == T.SCALAR and r.id & ~ADD_CONST == base:
+                    if (fi, j, True) in out:
+                        continue
+                    if len(out) < _LINKED_REGS_MAX:
+                        out.append((fi, j, True))
+                    else:
+                        c = r.copy()
+                        c.id = 0
+                        c.off = 0
+                        f.regs[j] = c
+            for k, slot in list(f.stack.items()):
+                sp = slot.spill
+                if sp is not None and slot.spilled and sp.type == T.SCALAR and sp.id & ~ADD_CONST == base:
+                    if (fi, k, False) in out:
+                        continue
+                    if len(out) < _LINKED_REGS_MAX:
+                        out.append((fi, k, False))
+                    else:
+                        c = sp.copy()
+                        c.id = 0
+                        c.off = 0
+                        f.stack[k] = Slot(slot.bytes, c)
+
+    def _sync_linked(self, st: VState, known: Reg, linked: list[tuple[int, int, bool]]) -> None:
+        from .alu import _add32, _add64
+
+        kbase = known.id & ~ADD_CONST
+        for fi, n, is_reg in linked:
+            f = st.frames[fi]
+            if is_reg:
+                r = f.regs[n]
+            else:
+                slot = f.stack.get(n)
+                if slot is None or slot.spill is None:
+                    continue
+                r = slot.spill
+            if r.type != T.SCALAR or r is known or r.id & ~ADD_CONST != kbase:
+                continue
+            if (not r.id & ADD_CONST and not known.id & ADD_CONST) or r.off == known.off:
+                c = known.copy()
+            else:
+                c = known.copy()
+                c.off = r.off
+                c.id = r.id
+                delta = Reg.const(r.off - known.off)
+                _add32(c, delta)
+                _add64(c, delta)
+                c.tv, c.tm = t_add(c.tv, c.tm, delta.tv, delta.tm)
+                sync(c)
+            c.precise = r.precise
+            if is_reg:
+                f.regs[n] = c
+            else:
+                f.stack[n] = Slot(f.stack[n].bytes, c)
+
+    def _mark_ptr_or_null(self, st: VState, ptr: Reg, is_null: bool) -> None:
+        pid = ptr.id
+        ref = ptr.ref
+        if ref and ref == pid and is_null:
+            st.refs.pop(ref, None)
         for f in st.frames:
             for i, x in enumerate(f.regs):
                 if x.null and x.id == pid:
-                    ref = ref or x.ref
                     f.regs[i] = Reg.const(0) if is_null else self._nonnull(x)
             for k, slot in list(f.stack.items()):
                 sp = slot.spill
                 if sp is not None and sp.null and sp.id == pid:
-                    ref = ref or sp.ref
-                    f.stack[k] = Slot(slot.bytes, Reg.const(0) if is_null else self._nonnull(sp), slot.spill_size)
-        if is_null and ref:
-            st.refs.pop(ref, None)
+                    f.stack[k] = Slot(slot.bytes, Reg.const(0) if is_null else self._nonnull(sp))
 
     @staticmethod
     def _nonnull(x: Reg) -> Reg:
         c = x.copy()
         c.null = False
+        if c.type == T.PTR_TO_MAP_VALUE and c.map is not None and c.map.inner is not None:
+            c.type = T.CONST_PTR_TO_MAP
+            c.map = c.map.inner
+        c.id = 0
         return c
 
-    # ------------------------------------------------------------------ calls
-    def _pseudo_call(self, st: VState, idx: int) -> int:
-        target = self.cfg.targets[idx]
-        caller = st.frames[-1]
-        if len(st.frames) >= MAX_CALL_FRAMES:
-            raise self._reject(f"the call stack of {len(st.frames) + 1} frames is too deep", errno.E2BIG)
-        sub = self.cfg.subprogs.index(target)
-        if any(f.subprog == sub for f in st.frames):
-            raise self._reject(f"recursive call from insn {self.cfg.slots[idx]}", errno.EINVAL)
-        self.call_edges.add((caller.subprog, sub))
-        self._enter(st, sub, idx, [caller.regs[i] for i in range(1, 6)])
-        return target
 
-    def _enter(self, st: VState, sub: int, callsite: int, args: list[Reg]) -> Frame:
-        f = Frame(len(st.frames), sub, callsite)
-        for i, r in enumerate(args, 1):
-            f.regs[i] = r
-        fp = Reg.ptr(T.PTR_TO_STACK)
-        fp.frame = f.frameno
-        f.regs[10] = fp
-        st.frames.append(f)
-        return f
-
-    def _exit(self, st: VState, idx: int) -> int:
-        fr = st.frames[-1]
-        r0 = self._read(fr, 0)
-        if len(st.frames) > 1:
-            callee = st.frames.pop()
-            caller = st.frames[-1]
-            if r0.type == T.PTR_TO_STACK:
-                raise self._reject("cannot return stack pointer to the caller", errno.EINVAL)
-            if callee.is_callback:
-                if r0.type != T.SCALAR or r0.smin < 0 or r0.smax > 1:
-                    raise self._reject(f"At callback return the register R0 has {r0.describe()} should have been "
-                                       f"in [0, 1]", errno.EINVAL)
-                caller.regs[0] = Reg.unknown()
-                nxt = callee.cb_ret_insn
-            else:
-                caller.regs[0] = r0
-                nxt = callee.callsite + 1
-            for i in range(1, 6):
-                caller.regs[i] = NOT_INIT
-            return nxt
-        if st.refs:
-            rid, at = next(iter(st.refs.items()))
-            raise self._reject(f"Unreleased reference id={rid} alloc_insn={self.cfg.slots[at]}", errno.EINVAL)
-        self._check_return(r0)
-        return -1
-
-    def _check_return(self, r0: Reg) -> None:
-        if self.prog_type == ProgType.TRACING and self.attach_type in (AttachType.TRACE_FENTRY,
-                                                                      AttachType.TRACE_FEXIT):
-            if r0.type != T.SCALAR or r0.smin != 0 or r0.smax != 0 or r0.umax != 0:
-                raise self._reject(f"At program exit the register R0 has {r0.describe()} should have been in "
-                                   f"[0, 0]", errno.EINVAL)
-
-    def _kfunc(self, st: VState, fr: Frame, insn: Insn, idx: int) -> int:
-        info = self.kfuncs.get(insn.imm)
-        if info is None:
-            raise self._reject(f"calling kernel function {insn.imm} is not allowed (not known to the bpfmux "
-                               f"verifier)", errno.EINVAL)
-        for regno in range(1, info.nargs + 1):
-            self._read(fr, regno)
-        for regno in range(1, 6):
-            fr.regs[regno] = NOT_INIT
-        if info.ret == "void":
-            fr.regs[0] = NOT_INIT
-        elif info.ret == "ptr":
-            r = Reg.ptr(T.PTR_TO_BTF_ID)
-            r.btf = info.name
-            fr.regs[0] = r
-        elif info.ret == "mem":
-            r = Reg.ptr(T.PTR_TO_MEM)
-            r.size = info.mem_size
-            fr.regs[0] = r
-        else:
-            fr.regs[0] = Reg.unknown()
-        return idx + 1
-
-    def _helper(self, st: VState, fr: Frame, insn: Insn, idx: int) -> int:
-        hid = insn.imm
-        name = helper_name(hid)
-        if hid not in HelperId._value2member_map_ or hid == 0:
-            raise self._reject(f"invalid func unknown#{hid}", errno.EINVAL)
-        if hid not in self.allowed:
-            raise self._reject(f"program of this type cannot use helper {name}#{hid}", errno.EINVAL)
-        proto = PROTOS.get(hid)
-        if proto is None:
-            raise self._reject(f"helper {name}#{hid} is not modelled by the bpfmux verifier", errno.EINVAL)
-        if proto.gpl_only and not self.gpl:
-            raise self._reject("cannot call GPL-restricted function from non-GPL compatible program",
-                               errno.EINVAL)
-        self.helpers_used.add(hid)
-        meta = _CallMeta()
-        for i, kind in enumerate(proto.args):
-            self._check_arg(st, fr, proto, i + 1, kind, meta)
-        m = meta.map
-        if m is not None and not map_compatible(hid, m.type):
-            if hid == HelperId.tail_call:
-                raise self._reject("expected prog array map for tail call", errno.EINVAL)
-            raise self._reject(f"cannot pass map_type {int(m.type)} into func {name}#{hid}", errno.EINVAL)
-        # result
-        ret = proto.ret
-        r0: Reg
-        if ret == Ret.INTEGER:
-            r0 = Reg.unknown()
-        elif ret == Ret.VOID:
-            r0 = NOT_INIT
-        elif ret in (Ret.MAP_VALUE_OR_NULL, Ret.MAP_VALUE):
-            m = meta.map
-            if m is not None and m.type in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS):
-                r0 = Reg.ptr(T.CONST_PTR_TO_MAP)
-                r0.map = m.inner
-            else:
-                r0 = Reg.ptr(T.PTR_TO_MAP_VALUE)
-                r0.map = m
-            nonnull = ret == Ret.MAP_VALUE or (
-                m is not None and m.type in (MapType.ARRAY, MapType.PERCPU_ARRAY) and hid == HelperId.map_lookup_elem
-                and meta.const_key is not None and meta.const_key < m.max_entries)
-            if not nonnull:
-                r0.null = True
-                r0.id = self._new_id()
-        elif ret == Ret.ALLOC_MEM_OR_NULL:
-            r0 = Reg.ptr(T.PTR_TO_MEM)
-            r0.size = meta.alloc_size
-            r0.null = True
-            r0.id = self._new_id()
-            r0.ref = r0.id
-            st.refs[r0.ref] = idx
-        elif ret in (Ret.BTF_ID, Ret.BTF_ID_OR_NULL, Ret.MEM_OR_BTF_ID_OR_NULL):
-            r0 = Reg.ptr(T.PTR_TO_BTF_ID)
-            r0.btf = {HelperId.get_current_task_btf: "task_struct", HelperId.task_pt_regs: "pt_regs"}.get(
-                HelperId(hid), None)
-            if ret != Ret.BTF_ID:
-                r0.null = True
-                r0.id = self._new_id()
-        else:  # pragma: no cover - every Ret is handled above
-            r0 = Reg.unknown()
-        if meta.release:
-            self._release(st, meta.release)
-        callback = meta.callback
-        for r in range(1, 6):
-            fr.regs[r] = NOT_INIT
-        fr.regs[0] = r0
-        if callback is not None:
-            return self._enter_callback(st, idx, proto, callback, meta)
-        return idx + 1
-
-    def _enter_callback(self, st: VState, idx: int, proto: HelperProto, cb: Reg, meta: _CallMeta) -> int:
-        if len(st.frames) >= MAX_CALL_FRAMES:
-            raise self._reject(f"the call stack of {len(st.frames) + 1} frames is too deep", errno.E2BIG)
-        # the path where the callback never runs
-        skip = st.copy()
-        skip.frames[-1].regs[0] = Reg.unknown()
-        self._push(skip, idx + 1)
-        sub = cb.subprog
-        caller = st.frames[-1]
-        self.call_edges.add((caller.subprog, sub))
-        if proto.id == HelperId.loop:
-            index = Reg.unknown()
-            index.set_urange(0, U32)
-            args = [index, meta.cb_ctx or Reg.const(0)]
-        else:  # for_each_map_elem
-            m = meta.map
-            mp = Reg.ptr(T.CONST_PTR_TO_MAP)
-            mp.map = m
-            key = Reg.ptr(T.PTR_TO_MAP_KEY)
-            key.size = m.key_size if m else 0
-            val = Reg.ptr(T.PTR_TO_MAP_VALUE)
-            val.map = m
-            args = [mp, key, val, meta.cb_ctx or Reg.const(0)]
-        f = self._enter(st, sub, idx, args)
-        f.is_callback = True
-        f.cb_ret_insn = idx + 1
-        return self.cfg.subprogs[sub]
-
-    def _release(self, st: VState, ref: int) -> None:
-        st.refs.pop(ref, None)
-        for f in st.frames:
-            for i, x in enumerate(f.regs):
-                if x.ref == ref:
-                    f.regs[i] = Reg.unknown()
-            for k, slot in list(f.stack.items()):
-                if slot.spill is not None and slot.spill.ref == ref:
-                    f.stack[k] = Slot(slot.bytes.replace("s", "m"))
-
-    # ------------------------------------------------------------------ helper arguments
-    def _check_arg(self, st: VState, fr: Frame, proto: HelperProto, argno: int, kind: Arg, meta: _CallMeta) -> None:
-        reg = self._read(fr, argno)
-        name = f"{proto.name}#{proto.id}"
-        rn = f"R{argno}"
-        if kind == Arg.ANYTHING:
-            return
-        if kind == Arg.CONST_MAP_PTR:
-            if reg.type != T.CONST_PTR_TO_MAP or reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=map_ptr")
-            meta.map = reg.map
-            return
-        if kind in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
-            self._check_size(st, fr, argno, reg, kind == Arg.CONST_SIZE_OR_ZERO, meta)
-            return
-        if kind == Arg.CONST_ALLOC_SIZE_OR_ZERO:
-            if reg.type != T.SCALAR or not reg.is_const:
-                raise self._reject(f"{rn} is not a known constant'")
-            meta.alloc_size = reg.tv
-            return
-        if kind in (Arg.PTR_TO_CTX, Arg.PTR_TO_CTX_OR_NULL):
-            if kind == Arg.PTR_TO_CTX_OR_NULL and reg.is_null_const:
-                return
-            if reg.type != T.PTR_TO_CTX:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=ctx")
-            if reg.off or not reg.is_const or reg.tv:
-                raise self._reject(f"dereference of modified ctx ptr {rn} off={reg.off} disallowed")
-            return
-        if kind in (Arg.PTR_TO_MAP_KEY, Arg.PTR_TO_MAP_VALUE, Arg.PTR_TO_UNINIT_MAP_VALUE,
-                    Arg.PTR_TO_MAP_VALUE_OR_NULL):
-            m = meta.map
-            if kind == Arg.PTR_TO_MAP_VALUE_OR_NULL and reg.is_null_const:
-                return
-            if m is None:
-                raise self._reject(f"invalid map_ptr to access map->{'key' if kind == Arg.PTR_TO_MAP_KEY else 'value'}")
-            size = m.key_size if kind == Arg.PTR_TO_MAP_KEY else m.value_size
-            if size == 0:
-                raise self._reject(f"{rn} invalid zero-sized read")
-            write = kind == Arg.PTR_TO_UNINIT_MAP_VALUE
-            self._helper_mem(st, argno, reg, size, write, meta, zero_ok=False)
-            if kind == Arg.PTR_TO_MAP_KEY:
-                meta.const_key = self._const_key(st, reg, size)
-            return
-        if kind in (Arg.PTR_TO_MEM, Arg.PTR_TO_MEM_OR_NULL, Arg.PTR_TO_UNINIT_MEM, Arg.PTR_TO_UNINIT_MEM_OR_NULL):
-            if kind in (Arg.PTR_TO_MEM_OR_NULL, Arg.PTR_TO_UNINIT_MEM_OR_NULL) and reg.is_null_const:
-                meta.mem_null = True
-                return
-            # the size comes in the next argument; remember the pointer
-            meta.mem_reg = (argno, reg, kind in (Arg.PTR_TO_UNINIT_MEM, Arg.PTR_TO_UNINIT_MEM_OR_NULL))
-            if not self._is_mem_ptr(reg):
-                raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, "
-                                   f"mem, ringbuf_mem, buf, trusted_ptr_")
-            return
-        if kind in (Arg.PTR_TO_LONG, Arg.PTR_TO_INT):
-            size = 8 if kind == Arg.PTR_TO_LONG else 4
-            if reg.type not in (T.PTR_TO_STACK, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM) or reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, "
-                                   f"mem, ringbuf_mem, buf")
-            self._helper_mem(st, argno, reg, size, True, meta, zero_ok=False)
-            return
-        if kind == Arg.PTR_TO_ALLOC_MEM:
-            if reg.type != T.PTR_TO_MEM or not reg.ref:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=ringbuf_mem")
-            if reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=ringbuf_mem")
-            if reg.off or not reg.is_const or reg.tv:
-                raise self._reject(f"{rn} must have zero offset when passed to release func")
-            if reg.ref not in st.refs:
-                raise self._reject(f"{rn} must be referenced when passed to release function", errno.EINVAL)
-            meta.release = reg.ref
-            return
-        if kind == Arg.PTR_TO_FUNC:
-            if reg.type != T.PTR_TO_FUNC:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=func")
-            meta.callback = reg
-            return
-        if kind == Arg.PTR_TO_STACK_OR_NULL:
-            if reg.is_null_const:
-                meta.cb_ctx = reg
-                return
-            if reg.type != T.PTR_TO_STACK:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=fp")
-            meta.cb_ctx = reg
-            return
-        if kind == Arg.PTR_TO_CONST_STR:
-            if reg.type != T.PTR_TO_MAP_VALUE or reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=map_value")
-            if reg.map is None or not reg.map.readonly:
-                raise self._reject(f"{rn} does not point to a readonly map'")
-            if not reg.is_const:
-                raise self._reject(f"{rn} is not a constant address'")
-            return
-        if kind in (Arg.PTR_TO_BTF_ID, Arg.PTR_TO_BTF_ID_OR_NULL, Arg.PTR_TO_PERCPU_BTF_ID):
-            if kind == Arg.PTR_TO_BTF_ID_OR_NULL and reg.is_null_const:
-                return
-            if reg.type != T.PTR_TO_BTF_ID or reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=ptr_")
-            return
-        if kind in (Arg.PTR_TO_TIMER, Arg.PTR_TO_SPIN_LOCK):
-            if reg.type != T.PTR_TO_MAP_VALUE or reg.null:
-                raise self._reject(f"{rn} type={type_name(reg)} expected=map_value")
-            return
-        raise self._reject(f"{rn} argument kind {kind.value} of {name} is not modelled", errno.EINVAL)
-
-    @staticmethod
-    def _is_mem_ptr(reg: Reg) -> bool:
-        return (reg.type in (T.PTR_TO_STACK, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM, T.PTR_TO_MAP_KEY, T.PTR_TO_BTF_ID)
-                and not reg.null)
-
-    def _check_size(self, st: VState, fr: Frame, argno: int, reg: Reg, zero_ok: bool, meta: _CallMeta) -> None:
-        rn = f"R{argno}"
-        if reg.type != T.SCALAR:
-            raise self._reject(f"{rn} type={type_name(reg)} expected=scalar")
-        if reg.smin < 0:
-            raise self._reject(f"{rn} min value is negative, either use unsigned or 'var &= const'")
-        if reg.umin == 0 and not zero_ok:
-            raise self._reject(f"{rn} invalid zero-sized read: u64=[{reg.umin},{reg.umax}]")
-        if reg.umax >= MAX_VAR_OFF:
-            raise self._reject(f"{rn} unbounded memory access, use 'var &= const' or 'if (var < const)'")
-        if meta.mem_null:
-            if reg.umax != 0:
-                raise self._reject(f"R{argno - 1} type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, "
-                                   f"ringbuf_mem, buf")
-            meta.mem_null = False
-            return
-        if meta.mem_reg is None:
-            return
-        pno, ptr, write = meta.mem_reg
-        meta.mem_reg = None
-        self._helper_mem(st, pno, ptr, reg.umax, write, meta, zero_ok)
-
-    def _helper_mem(self, st: VState, regno: int, reg: Reg, size: int, write: bool, meta: _CallMeta,
-                    zero_ok: bool) -> None:
-        """Check that a helper may access ``size`` bytes at ``reg``."""
-        rn = f"R{regno}"
-        if size == 0:
-            if zero_ok:
-                return
-        t = reg.type
-        if t == T.PTR_TO_STACK and not reg.null:
-            fr = self._stack_frame(st, reg)
-            lo = reg.off + reg.smin
-            hi = reg.off + reg.smax + size
-            if lo < -MAX_BPF_STACK or hi > 0:
-                off = reg.off + (reg.smin if reg.is_const else 0)
-                verb = "write to" if write else "read from"
-                raise self._reject(f"invalid {verb} stack {rn} off={off} size={size}", errno.EINVAL)
-            self._note_depth(fr, -lo)
-            if write:
-                self._stack_clobber(fr, lo, hi)
-            return
-        if t == T.PTR_TO_MAP_VALUE and not reg.null:
-            m: MapInfo | None = reg.map
-            if write and m is not None and m.readonly:
-                raise self._reject(f"write into map forbidden, value_size={m.value_size} off={reg.off} size={size}")
-            self._bounds(reg, regno, 0, size, m.value_size if m else 0, "map value",
-                         f"value_size={m.value_size if m else 0}")
-            return
-        if t == T.PTR_TO_MEM and not reg.null:
-            if write and reg.rdonly:
-                raise self._reject(f"{rn} cannot write into rdonly_mem")
-            self._bounds(reg, regno, 0, size, reg.size, "memory", f"mem_size={reg.size}")
-            return
-        if t == T.PTR_TO_MAP_KEY and not reg.null:
-            if write:
-                raise self._reject(f"{rn} cannot write into map_key")
-            self._bounds(reg, regno, 0, size, reg.size, "map key", f"key_size={reg.size}")
-            return
-        if t == T.PTR_TO_BTF_ID and not reg.null and not write:
-            return
-        raise self._reject(f"{rn} type={type_name(reg)} expected=fp, pkt, pkt_meta, map_key, map_value, mem, "
-                           f"ringbuf_mem, buf, trusted_ptr_")
-
-    def _const_key(self, st: VState, reg: Reg, size: int) -> int | None:
-        """The key's value when it is a known constant on the stack."""
-        if reg.type != T.PTR_TO_STACK or not reg.is_const or size not in (1, 2, 4, 8):
-            return None
-        o = reg.off + to_signed(reg.tv)
-        if o % size:
-            return None
-        v = self._stack_read(self._stack_frame(st, reg), o, size)
-        return v.tv if v.type == T.SCALAR and v.is_const else None
-
-    # ------------------------------------------------------------------ stack depth
-    def _check_stack_depth(self) -> int:
-        cfg = self.cfg
-        # Linux >= 6.13 on x86-64 gives tracing programs private stacks: each
-        # frame may use 512 bytes, the combined limit does not apply
-        priv = self.prog_type in _PRIV_STACK_TYPES
-        n = len(cfg.subprogs)
-        rounded = [max(16, (self.depth.get(k, 0) + 15) // 16 * 16) if self.depth.get(k, 0) else 0
-                   for k in range(n)]
-        children: dict[int, list[int]] = {}
-        for a, b in self.call_edges:
-            children.setdefault(a, []).append(b)
-        best = 0
-
-        def walk(k: int, acc: int, depth: int) -> None:
-            nonlocal best
-            acc += rounded[k]
-            if acc > MAX_BPF_STACK and not priv:
-                raise Reject(errno.EACCES, f"combined stack size of {depth} calls is {acc}. Too large")
-            best = max(best, acc)
-            if depth > MAX_CALL_FRAMES:
-                return
-            for c in children.get(k, ()):
-                walk(c, acc, depth + 1)
-
-        walk(0, 0, 1)
-        return best
-
-
-class _CallMeta:
-    __slots__ = ("map", "mem_reg", "mem_null", "alloc_size", "release", "callback", "cb_ctx", "const_key")
-
-    def __init__(self) -> None:
-        self.map: MapInfo | None = None
-        self.mem_reg: tuple[int, Reg, bool] | None = None
-        self.mem_null = False
-        self.alloc_size = 0
-        self.release = 0
-        self.callback: Reg | None = None
-        self.cb_ctx: Reg | None = None
-        self.const_key: int | None = None
-
-
-_ALU_NAMES: dict[int, str] = {
-    Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=", Alu.LSH: "<<=",
-    Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.ARSH: "s>>=",
-}
-
+_ = (EXACT, s64, U64, NOT_INIT)

@@ -195,6 +195,26 @@ PROTOS: dict[int, HelperProto] = {p.id: p for p in (
     _p(H.spin_unlock, A.PTR_TO_SPIN_LOCK, ret=Ret.VOID),
 )}
 
+#: Helpers that may sleep: only sleepable programs may call them.
+MIGHT_SLEEP = frozenset({int(H.copy_from_user), int(H.copy_from_user_task), int(H.sys_bpf), int(H.sys_close),
+                         int(H.btf_find_by_name_kind), int(H.ima_inode_hash), int(H.ima_file_hash)})
+
+#: Prototypes that differ by program type: tracing programs (fentry, tp_btf,
+#: LSM) pass ``bpf_get_socket_cookie`` a socket, not their context.
+_TRACING_PROTOS: dict[int, HelperProto] = {p.id: p for p in (
+    _p(H.get_socket_cookie, A.PTR_TO_BTF_ID_OR_NULL),
+)}
+
+
+def proto_for(helper: int, prog_type: int) -> HelperProto | None:
+    """The prototype of ``helper`` for a program of ``prog_type`` (``None``: not modelled)."""
+    if prog_type in (ProgType.TRACING, ProgType.LSM):
+        p = _TRACING_PROTOS.get(helper)
+        if p is not None:
+            return p
+    return PROTOS.get(helper)
+
+
 #: Helpers that only programs with a trampoline (fentry/fexit/fmod_ret/multi) may call.
 TRAMPOLINE_ONLY = frozenset({int(H.get_func_arg), int(H.get_func_ret), int(H.get_func_arg_cnt),
                              int(H.get_attach_cookie)})
@@ -277,6 +297,11 @@ def helpers_for(prog_type: int, attach_type: int | None = None) -> frozenset[int
 
     :raises ParseError: the bundled table is damaged.
     """
+    return _helpers_for(int(prog_type), None if attach_type is None else int(attach_type))
+
+
+@functools.lru_cache(maxsize=64)
+def _helpers_for(prog_type: int, attach_type: int | None) -> frozenset[int]:
     avail = _availability()
     if prog_type == ProgType.TRACING:
         base = avail.get("tp_btf", frozenset())

@@ -1,361 +1,71 @@
-"""Abstract values and states of the emulator's verifier.
+"""Verifier states and their comparison.
 
-A register holds a :class:`Reg`: its type (:class:`T`), a fixed offset for
-pointers, and for scalars (and for the variable part of a pointer's offset)
-an over-approximation of the possible 64-bit values as unsigned bounds, signed
-bounds and a *tnum* (known bits: ``value`` where ``mask`` is 0). All
-arithmetic here is on Python ints: unsigned values in ``[0, 2**64)``, signed
-in ``[-2**63, 2**63)``.
+A :class:`Frame` is one function's registers and stack; a :class:`VState`
+is the call stack of frames plus the acquired references (ringbuf records),
+and the bookkeeping of the exploration: the explored state it was forked or
+continued from (``parent``), how many paths below an explored state are
+still being explored (``branches``), the jumps taken since the last explored
+state (``hist``, read by precision backtracking) and the loop it belongs to
+(``loop_entry``).
 
-A :class:`Frame` is one function's registers and stack; a :class:`VState` is
-the call stack of frames plus the acquired references (ringbuf records). The
-functions :func:`regsafe`/:func:`states_safe` decide whether an explored state
-covers the current one (state pruning) and :func:`states_exact` whether two
-are identical (infinite-loop detection).
+:func:`states_equal` decides whether an explored state covers the current
+one, with the kernel's three levels: ``NOT_EXACT`` (what pruning uses:
+registers not read later, and scalars whose exact value no decision
+depended on, need not match), ``RANGE_WITHIN`` (every register's range must
+contain the current one) and ``EXACT`` (infinite-loop detection).
+
+The stack is kept per 8-byte slot: a type per byte (``?`` never written,
+``m`` data, ``z`` zero, ``s`` part of a spilled register; byte 0 is the
+lowest address) and the spilled register.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING
+from .reg import ADD_CONST, NOT_INIT, Reg, T
+from .tnum import U64
 
-if TYPE_CHECKING:
-    from .core import MapInfo
+__all__ = ["EMPTY_SLOT", "EXACT", "MAX_BPF_STACK", "MAX_VAR_OFF", "NOT_EXACT", "RANGE_WITHIN", "Frame", "IdMap",
+           "Slot", "VState", "maybe_looping", "regsafe", "states_equal"]
 
-U64 = (1 << 64) - 1
-U32 = (1 << 32) - 1
-S64_MIN = -(1 << 63)
-S64_MAX = (1 << 63) - 1
-S32_MIN = -(1 << 31)
-S32_MAX = (1 << 31) - 1
 MAX_BPF_STACK = 512
 #: ``BPF_MAX_VAR_OFF``: larger variable offsets are "unbounded".
 MAX_VAR_OFF = 1 << 29
 
+NOT_EXACT, EXACT, RANGE_WITHIN = 0, 1, 2
 
-class T(enum.IntEnum):
-    """Register types (the kernel's ``enum bpf_reg_type``, the subset modelled)."""
+_SCALAR = T.SCALAR
+_NOT_INIT = T.NOT_INIT
 
-    NOT_INIT = 0
-    SCALAR = 1
-    PTR_TO_CTX = 2
-    PTR_TO_STACK = 3
-    PTR_TO_MAP_VALUE = 4
-    CONST_PTR_TO_MAP = 5
-    PTR_TO_MEM = 6  # ringbuf record / helper memory
-    PTR_TO_BTF_ID = 7
-    PTR_TO_FUNC = 8
-    PTR_TO_MAP_KEY = 9
-
-
-TYPE_NAMES = {
-    T.NOT_INIT: "?",
-    T.SCALAR: "scalar",
-    T.PTR_TO_CTX: "ctx",
-    T.PTR_TO_STACK: "fp",
-    T.PTR_TO_MAP_VALUE: "map_value",
-    T.CONST_PTR_TO_MAP: "map_ptr",
-    T.PTR_TO_MEM: "mem",
-    T.PTR_TO_BTF_ID: "ptr_",
-    T.PTR_TO_FUNC: "func",
-    T.PTR_TO_MAP_KEY: "map_key",
-}
-
-
-def to_signed(v: int, bits: int = 64) -> int:
-    """Two's complement reading of the low ``bits`` of ``v``."""
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if v >> (bits - 1) else v
-
-
-# --------------------------------------------------------------------------- tnum
-
-def tnum_range(lo: int, hi: int, bits: int = 64) -> tuple[int, int]:
-    """Smallest tnum containing every value of the unsigned range ``[lo, hi]``."""
-    chi = lo ^ hi
-    n = chi.bit_length()
-    if n >= bits:
-        return 0, (1 << bits) - 1
-    delta = (1 << n) - 1
-    return lo & ~delta, delta
-
-
-def tnum_add(av: int, am: int, bv: int, bm: int, mask: int = U64) -> tuple[int, int]:
-    sm = am + bm
-    sv = av + bv
-    sigma = sm + sv
-    chi = sigma ^ sv
-    mu = (chi | am | bm) & mask
-    return sv & ~mu & mask, mu
-
-
-def tnum_sub(av: int, am: int, bv: int, bm: int, mask: int = U64) -> tuple[int, int]:
-    dv = av - bv
-    alpha = dv + am
-    beta = dv - bm
-    chi = alpha ^ beta
-    mu = (chi | am | bm) & mask
-    return dv & ~mu & mask, mu
-
-
-def tnum_and(av: int, am: int, bv: int, bm: int) -> tuple[int, int]:
-    alpha = av | am
-    beta = bv | bm
-    v = av & bv
-    return v, alpha & beta & ~v
-
-
-def tnum_or(av: int, am: int, bv: int, bm: int) -> tuple[int, int]:
-    v = av | bv
-    mu = am | bm
-    return v, mu & ~v
-
-
-def tnum_xor(av: int, am: int, bv: int, bm: int) -> tuple[int, int]:
-    v = av ^ bv
-    mu = am | bm
-    return v & ~mu, mu
-
-
-def tnum_intersect(av: int, am: int, bv: int, bm: int) -> tuple[int, int] | None:
-    """Intersection, or ``None`` when the known bits disagree (no common value)."""
-    if (av ^ bv) & ~(am | bm):
-        return None
-    v = av | bv
-    mu = am & bm
-    return v & ~mu, mu
-
-
-# --------------------------------------------------------------------------- registers
-
-class Reg:
-    """One register's abstract value.
-
-    ``umin..umax``, ``smin..smax`` and the tnum ``(tv, tm)`` describe a
-    scalar's value or a pointer's variable offset; ``off`` is a pointer's
-    fixed offset. ``map`` is the map a map pointer/value points into, ``size``
-    the size of the memory behind ``PTR_TO_MEM``, ``id`` ties copies of a
-    maybe-null pointer together (null checks refine all of them), ``ref`` the
-    acquired reference a ringbuf record holds, ``frame`` the call frame a stack
-    pointer points into.
-    """
-
-    __slots__ = ("type", "off", "umin", "umax", "smin", "smax", "tv", "tm", "null", "map", "size", "id",
-                 "ref", "frame", "rdonly", "btf", "subprog")
-
-    def __init__(self, type: T = T.NOT_INIT) -> None:
-        self.type = type
-        self.off = 0
-        self.umin = 0
-        self.umax = U64
-        self.smin = S64_MIN
-        self.smax = S64_MAX
-        self.tv = 0
-        self.tm = U64
-        self.null = False
-        self.map: MapInfo | None = None
-        self.size = 0
-        self.id = 0
-        self.ref = 0
-        self.frame = 0
-        self.rdonly = False
-        self.btf: str | None = None
-        self.subprog = -1
-
-    # -- constructors
-    @staticmethod
-    def unknown() -> Reg:
-        return Reg(T.SCALAR)
-
-    @staticmethod
-    def const(v: int) -> Reg:
-        r = Reg(T.SCALAR)
-        r.set_const(v)
-        return r
-
-    @staticmethod
-    def ptr(type: T, off: int = 0) -> Reg:
-        r = Reg(type)
-        r.set_const(0)
-        r.off = off
-        return r
-
-    def copy(self) -> Reg:
-        r = Reg.__new__(Reg)
-        r.type = self.type
-        r.off = self.off
-        r.umin = self.umin
-        r.umax = self.umax
-        r.smin = self.smin
-        r.smax = self.smax
-        r.tv = self.tv
-        r.tm = self.tm
-        r.null = self.null
-        r.map = self.map
-        r.size = self.size
-        r.id = self.id
-        r.ref = self.ref
-        r.frame = self.frame
-        r.rdonly = self.rdonly
-        r.btf = self.btf
-        r.subprog = self.subprog
-        return r
-
-    # -- value part
-    def set_const(self, v: int) -> None:
-        v &= U64
-        self.umin = self.umax = v
-        self.smin = self.smax = to_signed(v)
-        self.tv, self.tm = v, 0
-
-    def set_urange(self, lo: int, hi: int) -> None:
-        self.umin, self.umax = lo, hi
-        self.smin, self.smax = S64_MIN, S64_MAX
-        self.tv, self.tm = tnum_range(lo, hi)
-        self.sync()
-
-    @property
-    def is_const(self) -> bool:
-        return self.tm == 0
-
-    @property
-    def is_null_const(self) -> bool:
-        return self.type == T.SCALAR and self.tm == 0 and self.tv == 0
-
-    @property
-    def fully_unknown(self) -> bool:
-        return (self.umin == 0 and self.umax == U64 and self.smin == S64_MIN and self.smax == S64_MAX
-                and self.tm == U64)
-
-    def sync(self) -> bool:
-        """Tighten bounds against each other; ``False`` when they became empty."""
-        for _ in range(2):
-            # tnum -> bounds
-            self.umin = max(self.umin, self.tv)
-            self.umax = min(self.umax, self.tv | self.tm)
-            if not (self.tm >> 63):
-                sv = to_signed(self.tv)
-                hi = to_signed(self.tv | self.tm)
-                lo, hi = (sv, hi) if sv <= hi else (hi, sv)
-                self.smin = max(self.smin, lo)
-                self.smax = min(self.smax, hi)
-            # signed <-> unsigned
-            if self.smin >= 0:
-                self.umin = max(self.umin, self.smin)
-                self.umax = min(self.umax, self.smax)
-            elif self.smax < 0:
-                self.umin = max(self.umin, self.smin + (1 << 64))
-                self.umax = min(self.umax, self.smax + (1 << 64))
-            if self.umax <= S64_MAX:
-                self.smin = max(self.smin, self.umin)
-                self.smax = min(self.smax, self.umax)
-            elif self.umin > S64_MAX:
-                self.smin = max(self.smin, self.umin - (1 << 64))
-                self.smax = min(self.smax, self.umax - (1 << 64))
-            if self.umin > self.umax or self.smin > self.smax:
-                return False
-            t = tnum_intersect(self.tv, self.tm, *tnum_range(self.umin, self.umax))
-            if t is None:
-                return False
-            self.tv, self.tm = t
-        return True
-
-    # -- 32-bit view
-    def sub32(self) -> tuple[int, int, int, int, int, int]:
-        """``(u32min, u32max, s32min, s32max, tv32, tm32)`` of the low 32 bits."""
-        tv, tm = self.tv & U32, self.tm & U32
-        if self.umax <= U32:
-            ulo, uhi = self.umin, self.umax
-        elif self.umin >> 32 == self.umax >> 32:
-            ulo, uhi = self.umin & U32, self.umax & U32
-        else:
-            ulo, uhi = tv, tv | tm
-        if S32_MIN <= self.smin and self.smax <= S32_MAX:
-            slo, shi = self.smin, self.smax
-        elif uhi <= S32_MAX:
-            slo, shi = ulo, uhi
-        elif ulo > S32_MAX:
-            slo, shi = ulo - (1 << 32), uhi - (1 << 32)
-        else:
-            slo, shi = S32_MIN, S32_MAX
-        # the signed view constrains the unsigned one too
-        if slo >= 0:
-            ulo, uhi = max(ulo, slo), min(uhi, shi)
-        elif shi < 0:
-            ulo, uhi = max(ulo, slo + (1 << 32)), min(uhi, shi + (1 << 32))
-        return ulo, uhi, slo, shi, tv, tm
-
-    def describe(self) -> str:
-        """Kernel-log-like text (``scalar(umin=0,umax=9)``, ``fp-8``, ``map_value(off=0,ks=4,vs=8)``)."""
-        t = self.type
-        if t == T.NOT_INIT:
-            return "?"
-        if t == T.SCALAR:
-            if self.is_const:
-                return str(to_signed(self.tv)) if self.smin < 0 else str(self.tv)
-            if self.fully_unknown:
-                return "scalar()"
-            parts = []
-            if self.smin != S64_MIN:
-                parts.append(f"smin={self.smin}")
-            if self.smax != S64_MAX:
-                parts.append(f"smax={self.smax}")
-            if self.umin != 0:
-                parts.append(f"umin={self.umin}")
-            if self.umax != U64:
-                parts.append(f"umax={self.umax}")
-            if self.tm != U64:
-                parts.append(f"var_off=({self.tv:#x}; {self.tm:#x})")
-            return f"scalar({','.join(parts)})"
-        name = type_name(self)
-        if t == T.PTR_TO_STACK:
-            return f"fp{self.off}" if self.is_const else f"fp(off={self.off},var_off=({self.tv:#x}; {self.tm:#x}))"
-        extra = [f"off={self.off}"] if self.off else []
-        if not self.is_const:
-            extra.append(f"var_off=({self.tv:#x}; {self.tm:#x})")
-        if t in (T.PTR_TO_MAP_VALUE, T.CONST_PTR_TO_MAP) and self.map is not None:
-            extra.append(f"ks={self.map.key_size},vs={self.map.value_size}")
-        if t == T.PTR_TO_MEM:
-            extra.append(f"sz={self.size}")
-        return f"{name}({','.join(extra)})"
-
-
-def type_name(r: Reg) -> str:
-    """The kernel's name for a register type (``map_value_or_null``, ``ringbuf_mem``, …)."""
-    t = r.type
-    if t == T.PTR_TO_MEM:
-        base = "ringbuf_mem" if r.ref else "mem"
-    elif t == T.PTR_TO_BTF_ID:
-        base = f"ptr_{r.btf}" if r.btf else "ptr_"
-    else:
-        base = TYPE_NAMES[t]
-    return f"{base}_or_null" if r.null else base
-
-
-NOT_INIT = Reg()
-
-
-# --------------------------------------------------------------------------- stack
 
 class Slot:
-    """One 8-byte stack slot: a type per byte (``?`` never written, ``m``
-    data, ``z`` zero, ``s`` spilled register) and the spilled register."""
+    """One 8-byte stack slot: byte types and the spilled register (immutable once shared)."""
 
-    __slots__ = ("bytes", "spill", "spill_size")
+    __slots__ = ("bytes", "spill")
 
-    def __init__(self, bytes_: str = "????????", spill: Reg | None = None, spill_size: int = 0) -> None:
+    def __init__(self, bytes_: str = "????????", spill: Reg | None = None) -> None:
         self.bytes = bytes_
         self.spill = spill
-        self.spill_size = spill_size
+
+    @property
+    def spilled64(self) -> bool:
+        """A whole 8-byte spilled register."""
+        return self.bytes == "ssssssss" and self.spill is not None
+
+    @property
+    def spilled(self) -> bool:
+        """Holds a spilled register (the kernel looks at the slot's last byte)."""
+        return self.bytes[0] == "s" and self.spill is not None
 
 
 EMPTY_SLOT = Slot()
+_UNBOUND = Reg.unknown()
 
 
 class Frame:
-    """One function's registers and stack."""
+    """One function's registers and stack (stack keyed by slot number: 0 is fp-8..fp-1)."""
 
-    __slots__ = ("regs", "stack", "callsite", "subprog", "frameno", "is_callback", "cb_ret_insn")
+    __slots__ = ("regs", "stack", "callsite", "subprog", "frameno", "is_callback", "cb_ret", "callback_depth",
+                 "async_entry")
 
     def __init__(self, frameno: int, subprog: int, callsite: int) -> None:
         self.regs: list[Reg] = [NOT_INIT] * 11
@@ -364,192 +74,266 @@ class Frame:
         self.subprog = subprog
         self.frameno = frameno
         self.is_callback = False
-        self.cb_ret_insn = -1
+        self.cb_ret = (0, 0)
+        self.callback_depth = 0
+        self.async_entry = 0
 
     def copy(self) -> Frame:
+        """A copy sharing the (never changed in place) registers and slots."""
         f = Frame.__new__(Frame)
-        f.regs = list(self.regs)  # Reg objects are never mutated in place after being shared
+        f.regs = list(self.regs)
         f.stack = dict(self.stack)
         f.callsite = self.callsite
         f.subprog = self.subprog
         f.frameno = self.frameno
         f.is_callback = self.is_callback
-        f.cb_ret_insn = self.cb_ret_insn
+        f.cb_ret = self.cb_ret
+        f.callback_depth = self.callback_depth
+        f.async_entry = self.async_entry
         return f
 
 
 class VState:
-    """A verifier state: call frames (innermost last) and held references."""
+    """A verifier state (see the module docstring)."""
 
-    __slots__ = ("frames", "refs", "parent", "branches", "insn", "last_cp_processed", "hit", "miss")
+    __slots__ = ("frames", "refs", "parent", "branches", "insn", "first_insn", "last_insn", "hist", "hit", "miss",
+                 "may_goto_depth", "callback_unroll_depth", "dfs_depth", "loop_entry", "used_as_loop_entry",
+                 "live_done")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
-        self.refs: dict[int, int] = {}  # ref id -> insn that acquired it
+        self.refs: dict[int, tuple[int, int]] = {}  # ref id -> (insn that acquired it, its frame)
         self.parent: VState | None = None
-        self.branches = 0
+        self.branches = 1
         self.insn = -1
-        self.last_cp_processed = 0
+        self.first_insn = 0
+        self.last_insn = -1
+        #: jumps since the last explored state: (insn, previous insn, flags, linked registers)
+        self.hist: list[list] = []
         self.hit = 0
         self.miss = 0
+        self.may_goto_depth = 0
+        self.callback_unroll_depth = 0
+        self.dfs_depth = 0
+        self.loop_entry: VState | None = None
+        self.used_as_loop_entry = False
+        self.live_done = False
 
     @property
     def cur(self) -> Frame:
+        """The innermost frame."""
         return self.frames[-1]
 
     def copy(self) -> VState:
+        """A copy for a new path (frames copied, registers and slots shared)."""
         s = VState.__new__(VState)
         s.frames = [f.copy() for f in self.frames]
         s.refs = dict(self.refs)
         s.parent = self.parent
-        s.branches = 0
+        s.branches = self.branches
         s.insn = self.insn
-        s.last_cp_processed = self.last_cp_processed
+        s.first_insn = self.first_insn
+        s.last_insn = self.last_insn
+        s.hist = [list(h) for h in self.hist]
         s.hit = s.miss = 0
+        s.may_goto_depth = self.may_goto_depth
+        s.callback_unroll_depth = self.callback_unroll_depth
+        s.dfs_depth = self.dfs_depth
+        s.loop_entry = self.loop_entry
+        s.used_as_loop_entry = self.used_as_loop_entry
+        s.live_done = False
         return s
 
 
-# --------------------------------------------------------------------------- comparison
-
-def _range_within(old: Reg, cur: Reg) -> bool:
-    if old.tm == U64 and old.umin == 0 and old.umax == U64 and old.smin == S64_MIN and old.smax == S64_MAX:
-        return True
-    return (old.umin <= cur.umin and cur.umax <= old.umax and old.smin <= cur.smin and cur.smax <= old.smax
-            and not (cur.tm & ~old.tm) and (cur.tv & ~old.tm) == old.tv)
-
+# --------------------------------------------------------------------------- id maps
 
 class IdMap:
-    """Consistent renaming of pointer ids between an old and a current state."""
+    """Consistent renaming of ids between an old and a current state."""
 
-    __slots__ = ("fwd", "back")
+    __slots__ = ("fwd", "back", "tmp")
 
-    def __init__(self) -> None:
+    def __init__(self, tmp_base: int) -> None:
         self.fwd: dict[int, int] = {}
         self.back: dict[int, int] = {}
+        self.tmp = tmp_base
 
     def check(self, old: int, cur: int) -> bool:
-        if old == 0 and cur == 0:
-            return True
-        if old == 0 or cur == 0:
+        """Either both ids are 0, or ``old`` maps to ``cur`` (and nothing else does)."""
+        if (old == 0) != (cur == 0):
             return False
+        if old == 0:
+            return True
         a = self.fwd.get(old)
-        b = self.back.get(cur)
-        if a is None and b is None:
-            self.fwd[old] = cur
-            self.back[cur] = old
-            return True
-        return a == cur and b == old
-
-
-def regsafe(old: Reg, cur: Reg, ids: IdMap) -> bool:
-    """Whether everything proven safe with ``old`` is also safe with ``cur``."""
-    if old.type == T.NOT_INIT:
+        if a is not None:
+            return a == cur
+        if cur in self.back:
+            return False
+        self.fwd[old] = cur
+        self.back[cur] = old
         return True
-    if cur.type != old.type:
-        return False
-    if old.type == T.SCALAR:
-        return _range_within(old, cur)
-    if old.off != cur.off or old.null != cur.null or old.map is not cur.map or old.size != cur.size:
-        return False
-    if old.frame != cur.frame or old.rdonly != cur.rdonly or old.btf != cur.btf or old.subprog != cur.subprog:
-        return False
-    if not _range_within(old, cur):
-        return False
-    if (old.null or cur.null or old.id or cur.id) and not ids.check(old.id, cur.id):
-        return False
-    return ids.check(old.ref, cur.ref) if (old.ref or cur.ref) else True
+
+    def check_scalar(self, old: int, cur: int) -> bool:
+        """Scalar ids: an unlinked old register accepts anything; an unlinked
+        current register counts as a fresh id of its own."""
+        if not old:
+            return True
+        if not cur:
+            self.tmp += 1
+            cur = self.tmp
+        if not self.check(old, cur):
+            return False
+        if old & ADD_CONST:
+            return self.check(old & ~ADD_CONST, cur & ~ADD_CONST)
+        return True
 
 
-def reg_exact(a: Reg, b: Reg) -> bool:
-    """Bit-for-bit equal abstract values (ids compared as they are)."""
-    return (a.type == b.type and a.off == b.off and a.umin == b.umin and a.umax == b.umax and a.smin == b.smin
-            and a.smax == b.smax and a.tv == b.tv and a.tm == b.tm and a.null == b.null and a.map is b.map
-            and a.size == b.size and a.frame == b.frame and a.ref == b.ref)
+# --------------------------------------------------------------------------- registers
 
 
-def _slot_safe(old: Slot, cur: Slot, ids: IdMap) -> bool:
-    for i in range(8):
-        ob, cb = old.bytes[i], cur.bytes[i]
-        if ob == "?":
-            continue
-        if ob == "m":
-            if cb == "?":
+def _range_within(o: Reg, c: Reg) -> bool:
+    return (o.umin <= c.umin and c.umax <= o.umax and o.smin <= c.smin and c.smax <= o.smax
+            and o.u32min <= c.u32min and c.u32max <= o.u32max and o.s32min <= c.s32min and c.s32max <= o.s32max)
+
+
+def _tnum_in(o: Reg, c: Reg) -> bool:
+    return not (c.tm & ~o.tm) and (c.tv & ~o.tm) == o.tv
+
+
+def _value_equal(a: Reg, b: Reg) -> bool:
+    """The fields the kernel's ``regs_exact`` compares byte for byte (all but ids)."""
+    return (a.type == b.type and a.off == b.off and a.tv == b.tv and a.tm == b.tm and a.umin == b.umin
+            and a.umax == b.umax and a.smin == b.smin and a.smax == b.smax and a.u32min == b.u32min
+            and a.u32max == b.u32max and a.s32min == b.s32min and a.s32max == b.s32max and a.null == b.null
+            and a.map is b.map and a.size == b.size and a.rdonly == b.rdonly and a.btf == b.btf
+            and a.subprog == b.subprog)
+
+
+def _regs_exact(a: Reg, b: Reg, ids: IdMap) -> bool:
+    return _value_equal(a, b) and ids.check(a.id, b.id) and ids.check(a.ref, b.ref)
+
+
+def regsafe(old: Reg, cur: Reg, ids: IdMap, exact: int) -> bool:
+    """Whether everything proven safe with ``old`` is safe with ``cur`` (a live register)."""
+    if exact == EXACT:
+        return _regs_exact(old, cur, ids)
+    ot = old.type
+    if ot == _NOT_INIT:
+        if exact == NOT_EXACT or cur.type == _NOT_INIT:
+            return True
+    if ot != cur.type or old.null != cur.null:
+        return False
+    if ot == _SCALAR:
+        if not old.precise and exact == NOT_EXACT:
+            return True
+        oid, cid = old.id, cur.id
+        if oid & ADD_CONST and not cid & ADD_CONST:
+            return False
+        if oid and not oid & ADD_CONST and cid & ADD_CONST:
+            return False
+        if oid & ADD_CONST and old.off != cur.off:
+            return False
+        if not ids.check_scalar(oid, cid):
+            return False
+        return _range_within(old, cur) and _tnum_in(old, cur)
+    if ot in (T.PTR_TO_MAP_KEY, T.PTR_TO_MAP_VALUE, T.PTR_TO_MEM):
+        return (old.off == cur.off and old.map is cur.map and old.size == cur.size and old.rdonly == cur.rdonly
+                and _range_within(old, cur) and _tnum_in(old, cur) and ids.check(old.id, cur.id)
+                and ids.check(old.ref, cur.ref))
+    if ot == T.PTR_TO_STACK:
+        return _regs_exact(old, cur, ids) and old.frame == cur.frame
+    return _regs_exact(old, cur, ids)
+
+
+# --------------------------------------------------------------------------- stacks
+
+
+def _scalar_for_stack(s: Slot) -> Reg | None:
+    """A spilled 64-bit scalar, or an unknown scalar for a slot of plain data
+    (never-written bytes read as data for privileged programs)."""
+    if s.spilled64 and s.spill.type == _SCALAR:  # type: ignore[union-attr]
+        return s.spill
+    if "s" not in s.bytes and "z" not in s.bytes:
+        return _UNBOUND
+    return None
+
+
+def _stacksafe(old: Frame, cur: Frame, ids: IdMap, exact: int) -> bool:
+    ostack, cstack = old.stack, cur.stack
+    if exact != NOT_EXACT:
+        for k in ostack.keys() | cstack.keys():
+            if ostack.get(k, EMPTY_SLOT).bytes != cstack.get(k, EMPTY_SLOT).bytes:
                 return False
-            if cb == "s" and cur.spill is not None and cur.spill.type != T.SCALAR:
+    for k, os_ in ostack.items():
+        ob = os_.bytes
+        if "s" not in ob and "z" not in ob:
+            continue  # never-written and data bytes: any current content is as good
+        cs = cstack.get(k, EMPTY_SLOT)
+        if os_ is cs:
+            continue
+        oreg = _scalar_for_stack(os_)
+        creg = _scalar_for_stack(cs)
+        if oreg is not None and creg is not None:
+            if not regsafe(oreg, creg, ids, exact):
                 return False
             continue
-        if ob == "z":
-            if cb == "z":
+        cb = cs.bytes
+        for i in range(8):
+            o = ob[i]
+            if o == "?" or o == "m":
                 continue
-            if cb == "s" and cur.spill is not None and cur.spill.is_null_const:
-                continue
-            return False
-        # ob == "s"
-        if cb != "s":
-            if old.spill is not None and old.spill.type == T.SCALAR and old.spill.fully_unknown and cb in "mz":
-                continue
-            return False
-    if "s" in old.bytes and old.spill is not None:
-        if cur.spill is None or cur.spill_size != old.spill_size:
-            if old.spill.type == T.SCALAR and old.spill.fully_unknown:
-                return True
-            return False
-        return regsafe(old.spill, cur.spill, ids)
+            if o != cb[i]:
+                return False
+        if ob[0] == "s":
+            if cs.spill is None or not regsafe(os_.spill, cs.spill, ids, exact):  # type: ignore[arg-type]
+                return False
     return True
 
 
-def frame_safe(old: Frame, cur: Frame, live: int, ids: IdMap) -> bool:
-    """``live`` is a bitmask of registers that matter (bit i: register i)."""
-    if old.callsite != cur.callsite or old.subprog != cur.subprog:
+def _refsafe(old: VState, cur: VState, ids: IdMap) -> bool:
+    if len(old.refs) != len(cur.refs):
         return False
-    oregs, cregs = old.regs, cur.regs
-    for i in range(10):
-        if live >> i & 1 and not regsafe(oregs[i], cregs[i], ids):
+    return all(ids.check(a, b) for a, b in zip(old.refs, cur.refs, strict=True))
+
+
+def states_equal(old: VState, cur: VState, live: list[int], exact: int, tmp_base: int) -> bool:
+    """Whether ``old`` covers ``cur`` at the same instruction.
+
+    :param live: per frame (outermost first), the bit mask of live registers
+        (used when ``exact`` is ``NOT_EXACT``).
+    :param tmp_base: ids above every id in use (for unlinked scalars).
+    """
+    ofr, cfr = old.frames, cur.frames
+    if len(ofr) != len(cfr):
+        return False
+    ids = IdMap(tmp_base)
+    for i in range(len(ofr)):
+        fo, fc = ofr[i], cfr[i]
+        if fo.callsite != fc.callsite:
             return False
-    for k, oslot in old.stack.items():
-        cslot = cur.stack.get(k, EMPTY_SLOT)
-        if oslot is cslot:
-            continue
-        if not _slot_safe(oslot, cslot, ids):
+        if fo.callback_depth > fc.callback_depth:
+            return False
+        oregs, cregs = fo.regs, fc.regs
+        mask = live[i] if exact == NOT_EXACT else 0x7FF
+        for r in range(11):
+            if mask >> r & 1:
+                o, c = oregs[r], cregs[r]
+                if o is not c and not regsafe(o, c, ids, exact):
+                    return False
+        if not _stacksafe(fo, fc, ids, exact):
+            return False
+    return _refsafe(old, cur, ids)
+
+
+def maybe_looping(old: VState, cur: VState) -> bool:
+    """The innermost frames' registers are bit for bit the same (ids included)."""
+    if len(old.frames) != len(cur.frames):
+        return False
+    a, b = old.frames[-1].regs, cur.frames[-1].regs
+    for i in range(11):
+        x, y = a[i], b[i]
+        if x is not y and not (_value_equal(x, y) and x.id == y.id and x.ref == y.ref and x.frame == y.frame):
             return False
     return True
 
 
-def states_safe(old: VState, cur: VState, live_inner: int) -> bool:
-    """Whether the explored state ``old`` covers ``cur`` (state pruning)."""
-    if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs):
-        return False
-    ids = IdMap()
-    n = len(old.frames)
-    for i in range(n):
-        live = live_inner if i == n - 1 else 0x3FF
-        if not frame_safe(old.frames[i], cur.frames[i], live, ids):
-            return False
-    return all(ids.fwd.get(r, r) in cur.refs for r in old.refs)
-
-
-def states_exact(a: VState, b: VState, live_inner: int) -> bool:
-    """Whether two states are identical (used to detect infinite loops)."""
-    if len(a.frames) != len(b.frames) or a.refs.keys() != b.refs.keys():
-        return False
-    n = len(a.frames)
-    for i in range(n):
-        fa, fb = a.frames[i], b.frames[i]
-        if fa.callsite != fb.callsite:
-            return False
-        live = live_inner if i == n - 1 else 0x3FF
-        for r in range(10):
-            if live >> r & 1 and not reg_exact(fa.regs[r], fb.regs[r]):
-                return False
-        keys = fa.stack.keys() | fb.stack.keys()
-        for k in keys:
-            sa, sb = fa.stack.get(k, EMPTY_SLOT), fb.stack.get(k, EMPTY_SLOT)
-            if sa is sb:
-                continue
-            if sa.bytes != sb.bytes or sa.spill_size != sb.spill_size:
-                return False
-            if (sa.spill is None) != (sb.spill is None):
-                return False
-            if sa.spill is not None and sb.spill is not None and not reg_exact(sa.spill, sb.spill):
-                return False
-    return True
+_ = U64
