@@ -108,18 +108,23 @@ class Emulator(api.Kernel):
         shows real addresses (default false: deterministic addresses).
     :param ncpus: CPUs of the emulated kernel (per-CPU maps keep one value
         each); default: this machine's possible CPUs, as the live kernel.
+    :param run_budget: instructions one program run may execute, callbacks
+        and tail calls included (default 2**24; see
+        :attr:`bpfmux.emu.vm.machine.VM.run_budget`).
     :raises ParseError: unknown policy (a ``ValueError``), or malformed BTF.
+    :raises InvalidArgumentError: a budget below 1.
     """
 
     kind = "emulated"
 
     def __init__(self, btf: Any = "auto", *, policy: str = "clone", tier: str = "fast", verify: bool = True,
-                 kallsyms: bool = False, ncpus: int | None = None) -> None:
+                 kallsyms: bool = False, ncpus: int | None = None, run_budget: int | None = None) -> None:
         from ...host.cpus import possible_cpus
-        from ..vm.machine import VM
+        from ..vm.machine import DEFAULT_RUN_BUDGET, VM
 
         self.policy = make_policy(policy)
-        self.vm = VM(tier=tier, ncpus=ncpus if ncpus is not None else possible_cpus())
+        self.vm = VM(tier=tier, ncpus=ncpus if ncpus is not None else possible_cpus(),
+                     run_budget=DEFAULT_RUN_BUDGET if run_budget is None else run_budget)
         self.memory = KernelMemory(self.vm.space)
         self.verify = verify
         self.btf = _resolve_btf(btf)

@@ -220,6 +220,10 @@ class RunState:
     :ivar tier: ``"checked"`` or ``"fast"``.
     :ivar pc: in the checked tier, the slot of the instruction being
         executed (for fault messages); ``None`` in the fast tier.
+    :ivar insns: instructions executed so far (checked tier).
+    :ivar left: what is left of the run budget (fast tier): ``VM.run_budget``
+        less the instructions charged so far; the run stops once it is
+        negative.
     """
 
     __slots__ = (
@@ -231,6 +235,7 @@ class RunState:
         "depth",
         "frames",
         "insns",
+        "left",
         "locks",
         "loops_left",
         "pc",
@@ -260,6 +265,7 @@ class RunState:
         self.depth = 0
         self.tail_calls = 0
         self.insns = 0
+        self.left = vm.run_budget
         self.loops_left = vm.may_goto_budget
         self.pc: int | None = None
         self.reservations: dict[int, Any] = {}
