@@ -28,6 +28,7 @@ from ...isa.opcodes import ADDR_SPACE_CAST, CALL, LDDW, Alu, CallKind, Class, Ps
 from ...isa.validity import FlawKind, flaws
 from ...uapi import MapType, ProgType
 from . import interp
+from .accounting import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
@@ -369,6 +370,9 @@ class VM:
     :ivar kfuncs: BTF id → kfunc implementation (same signature as helpers).
     :ivar ksyms: BTF id → address, for ``lddw`` of kernel symbols.
     :ivar symbolize: ``addr -> name | None`` for ``%pS`` (optional).
+    :param memory_budget: bytes the emulated kernel may hold: maps, ring
+        buffers, stack frames (default :data:`~.accounting.DEFAULT_MEMORY_BUDGET`,
+        1 GiB); what does not fit fails with ``ENOMEM``.
     :param run_budget: instructions one run may execute, callbacks
         (``bpf_loop``, ``bpf_for_each_map_elem``…) and tail calls included
         (default :data:`DEFAULT_RUN_BUDGET`).
@@ -378,6 +382,7 @@ class VM:
         instructions exhausted"); the checked tier stops at the first
         instruction past it, the fast tier at the next loop head or function
         entry. ``max_insns`` is the same value under its former name.
+    :ivar memory: the :class:`~.accounting.MemoryBudget` everything above is charged to.
     :ivar max_loop_iterations: no longer used (the run budget bounds loops);
         kept so that code setting it still runs.
     :ivar may_goto_budget: how many ``may_goto`` fall-throughs one run gets
@@ -387,13 +392,14 @@ class VM:
 
     def __init__(self, *, ncpus: int = 1, cpu: int = 0, tier: str = "fast", seed: int = 0,
                  task: Task | None = None, clock: Clock | None = None, helpers: HelperTable | None = None,
-                 run_budget: int = DEFAULT_RUN_BUDGET) -> None:
+                 run_budget: int = DEFAULT_RUN_BUDGET, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         if ncpus < 1:
             raise BpfmuxError("a VM needs at least one CPU")
         if run_budget < 1:
             raise InvalidArgumentError(f"run_budget must be at least 1 instruction, not {run_budget}")
         if tier not in TIERS:
             raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+        self.memory = MemoryBudget(memory_budget)
         self.space = AddressSpace()
         self.ncpus = ncpus
         self.cpu = cpu
@@ -575,6 +581,7 @@ class VM:
     def _acquire_frame(self) -> Region:
         if self._free_frames:
             return self._free_frames.pop()
+        self.memory.charge(STACK_SIZE + 512, "a program stack frame")  # frames stay in the pool until close
         return self.space.map(STACK_SIZE, "stack", "stack", True)
 
     def _release_frame(self, region: Region) -> None:
