@@ -104,7 +104,7 @@ as ``bytes``, ints packed little-endian, or through a codec such as
 collects ``bpf_trace_printk`` output.
 
 A run executes at most ``vm.run_budget`` instructions (``VM(run_budget=)``,
-``Emulator(run_budget=)``; default 2**24), callbacks and tail calls
+``Emulator(run_budget=)``; default 2**22), callbacks and tail calls
 included: past it, EmulatorFault "run budget of N instructions exhausted"
 (the checked tier at the first instruction past it, the fast tier at the
 next loop head or function entry). A VM is not

@@ -109,7 +109,7 @@ class Emulator(api.Kernel):
     :param ncpus: CPUs of the emulated kernel (per-CPU maps keep one value
         each); default: this machine's possible CPUs, as the live kernel.
     :param run_budget: instructions one program run may execute, callbacks
-        and tail calls included (default 2**24; see
+        and tail calls included (default 2**22; see
         :attr:`bpfmux.emu.vm.machine.VM.run_budget`).
     :param memory_budget: bytes the emulated kernel may hold (maps, ring
         buffers, stacks, :meth:`alloc`); default 1 GiB. Past it, creating a

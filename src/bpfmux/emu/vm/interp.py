@@ -229,9 +229,10 @@ def ld_packet(rs: RunState, pc: int, size: int, where: int) -> int | None:
     return int.from_bytes(pkt[where : where + size], "big")
 
 
-def budget_fault(budget: int, pc: int) -> EmulatorFault:
+def budget_fault(budget: int, pc: int | None) -> EmulatorFault:
     """The fault that ends a run which used up its instruction budget."""
-    return EmulatorFault(f"insn {pc}: run budget of {budget} instructions exhausted: the program does not terminate, "
+    where = f"insn {pc}: " if pc is not None else ""
+    return EmulatorFault(f"{where}run budget of {budget} instructions exhausted: the program does not terminate, "
                          "or needs more (raise VM.run_budget, or Emulator(run_budget=...))", pc=pc)
 
 

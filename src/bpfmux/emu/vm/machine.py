@@ -37,9 +37,10 @@ from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Tas
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
 TIERS = ("checked", "fast")
-#: Instructions one run may execute unless the VM is told otherwise: 2**24,
-#: a few seconds on the fast tier, about ten on the checked one.
-DEFAULT_RUN_BUDGET = 1 << 24
+#: Instructions one run may execute unless the VM is told otherwise: 2**22,
+#: well under a second of plain code on the fast tier, about three seconds on
+#: the checked one, and seconds of callbacks (raise it for longer runs).
+DEFAULT_RUN_BUDGET = 1 << 22
 
 
 @dataclass
