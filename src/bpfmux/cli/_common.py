@@ -260,10 +260,11 @@ class Privileges:
 
 
 def _read(path: str) -> str | None:
+    from ..host.files import MiB, read_text
+
     try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read()
-    except OSError:
+        return read_text(path, MiB, "file", encoding="ascii", errors="replace")
+    except (OSError, ParseError):
         return None
 
 

@@ -38,7 +38,7 @@ examples:
   bpfmux emulate OBJ --btf none                          only the built-in test functions
 
 Limits: a program run executes at most --run-budget instructions (callbacks
-included; default 2**24), the emulated kernel holds at most --memory-budget
+included; default 2**22), the emulated kernel holds at most --memory-budget
 of maps, ring buffers and stacks (default 1G; a map past it fails with
 ENOMEM), and each map's dump shows at most --dump-entries entries (default
 1000, 0 for all), written as they are read.
@@ -67,7 +67,8 @@ def register(sub: Any) -> None:
     p.add_argument("--show", action="store_true", help="print every patched function's image and the costs")
     p.add_argument("--no-dump", action="store_true", help="do not print the maps")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--run-budget", type=int, metavar="N", help="instructions one program run may execute (default 2**24)")
+    p.add_argument("--run-budget", type=int, metavar="N",
+                   help="instructions one program run may execute (default 2**22)")  # fmt: skip
     p.add_argument("--memory-budget", metavar="SIZE",
                    help="memory the emulated kernel may hold, e.g. 512M, 4G (default 1G)")  # fmt: skip
     p.add_argument("--dump-entries", type=int, default=1000, metavar="N",
@@ -118,9 +119,12 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     skipped[name] = str(err)
         if args.calls:
-            stream = sys.stdin if args.calls == "-" else open(args.calls, encoding="utf-8")
+            from ..emu.kernel.replay import MAX_STREAM_BYTES
+            from ..host.files import bounded_lines, open_text
+
+            stream = sys.stdin if args.calls == "-" else open_text(args.calls, MAX_STREAM_BYTES, "call stream")
             with stream:
-                events = list(parse_calls(stream, args.calls))
+                events = list(parse_calls(bounded_lines(stream, args.calls, MAX_STREAM_BYTES), args.calls))
         elif workload is not None:
             events = workload
         else:
