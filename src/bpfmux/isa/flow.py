@@ -283,19 +283,20 @@ class CFG:
             for s in blk.succs:
                 if s not in self.blocks:  # out of range targets
                     self.blocks[s] = Block(s, [], OUTSIDE, ())
-        for blk in self.blocks.values():
-            for s in dict.fromkeys(blk.succs):
-                self.blocks[s].preds.append(blk.id)
+        blocks = self.blocks
+        for blk in blocks.values():
+            for s in blk.succs:  # distinct: a conditional jump whose edges agree became a goto above
+                blocks[s].preds.append(blk.id)
         # 3. RPO (iterative DFS)
         order: list[int] = []
         visited = {entry}
-        stack = [(entry, iter(dict.fromkeys(self.blocks[entry].succs)))]
+        stack = [(entry, iter(blocks[entry].succs))]
         while stack:
             node, it = stack[-1]
             for s in it:
                 if s not in visited:
                     visited.add(s)
-                    stack.append((s, iter(dict.fromkeys(self.blocks[s].succs))))
+                    stack.append((s, iter(blocks[s].succs)))
                     break
             else:
                 stack.pop()
@@ -311,7 +312,7 @@ class CFG:
             changed = False
             for b in order[1:]:
                 new = None
-                for p in self.blocks[b].preds:
+                for p in blocks[b].preds:
                     if p in idom:
                         if new is None:
                             new = p
@@ -328,22 +329,22 @@ class CFG:
                     changed = True
         self.idom = idom
         self.children: dict[int, list[int]] = {b: [] for b in order}
-        for b in order[1:]:
+        for b in order[1:]:  # in reverse post-order, so each list of children is too
             self.children[idom[b]].append(b)
-        for kids in self.children.values():
-            kids.sort(key=idx.__getitem__)
         # 5. back edges, loops, reducibility
         self.reducible = True
         latches: dict[int, list[int]] = {}
         self.forward_preds: dict[int, int] = dict.fromkeys(order, 0)
+        forward = self.forward_preds
         for b in order:
-            for s in dict.fromkeys(self.blocks[b].succs):
-                if idx[s] <= idx[b]:
+            ib = idx[b]
+            for s in blocks[b].succs:
+                if idx[s] <= ib:
                     if not self.dominates(s, b):
                         self.reducible = False
                     latches.setdefault(s, []).append(b)
                 else:
-                    self.forward_preds[s] += 1
+                    forward[s] += 1
         self.headers: dict[int, set[int]] = {}
         for h, ls in latches.items():
             body = {h}

@@ -50,43 +50,51 @@ class TooDeep(Exception):
 
 
 class Lines:
-    """Generated lines (``(indent, text, slot, tag)``) and nested line sets.
+    """Generated lines (``(indent, text, slot, tag)``) and nested line sets
+    (``(Lines, extra indent)``), in order, in :attr:`items`."""
 
-    :ivar items: lines and ``(Lines, extra indent)`` references, in order.
-    :ivar last: ``(indent, text)`` of the last line, or ``None``.
-    """
-
-    __slots__ = ("items", "last")
+    __slots__ = ("items",)
 
     def __init__(self) -> None:
         self.items: list[Line | tuple[Lines, int]] = []
-        self.last: tuple[int, str] | None = None
 
     def add(self, indent: int, text: str, pc: int = -1, tag: object = None) -> None:
         """Append one line."""
         self.items.append((indent, text, pc, tag))
-        self.last = (indent, text)
 
     def ret(self, indent: int, value: str, pc: int) -> None:
         """Append a function exit returning ``value``."""
-        self.add(indent, f"return {value}", pc, (RET, value))
+        self.items.append((indent, "return " + value, pc, (RET, value)))
 
     def jump(self, indent: int, target: int, pc: int) -> None:
         """Append ``_nx = target``."""
-        self.add(indent, f"_nx = {target}", pc, (JUMP, target))
+        self.items.append((indent, f"_nx = {target}", pc, (JUMP, target)))
 
     def extend(self, other: Lines, extra: int = 0) -> None:
         """Append ``other`` (by reference), ``extra`` levels deeper."""
         if other.items:
             self.items.append((other, extra))
-            assert other.last is not None
-            self.last = (other.last[0] + extra, other.last[1])
+
+    @property
+    def last(self) -> tuple[int, str] | None:
+        """``(indent, text)`` of the last line, or ``None``."""
+        extra = 0
+        items = self.items
+        while items:
+            item = items[-1]
+            if len(item) == 2:
+                extra += item[1]  # type: ignore[misc]
+                items = item[0].items  # type: ignore[union-attr]
+                continue
+            return item[0] + extra, item[1]  # type: ignore[return-value,operator]
+        return None
 
     def last_is_transfer(self, level: int) -> bool:
         """Whether the last line is a transfer statement at indentation ``level``."""
-        if self.last is None:
+        last = self.last
+        if last is None:
             return False
-        ind, text = self.last
+        ind, text = last
         return ind == level and text.startswith(("return", "continue", "break", "raise"))
 
     def walk(self) -> Iterator[Line]:
@@ -95,8 +103,8 @@ class Lines:
         while stack:
             it, extra = stack[-1]
             for item in it:
-                if isinstance(item[0], Lines):
-                    stack.append((iter(item[0].items), extra + item[1]))  # type: ignore[arg-type]
+                if len(item) == 2:
+                    stack.append((iter(item[0].items), extra + item[1]))  # type: ignore[union-attr,operator]
                     break
                 ind, text, pc, tag = item  # type: ignore[misc]
                 yield ind + extra, text, pc, tag
@@ -152,42 +160,52 @@ def render(name: str, head: list[tuple[str, int]], body: Lines, tested: set[int]
     open_header = -1  # indentation of a compound statement whose body is still empty
     prefix = ["    " * i for i in range(MAX_INDENT + 2)]
 
-    def close_header(ind: int, pc: int) -> None:
-        nonlocal open_header
-        if open_header >= 0 and ind <= open_header:
-            cur.append((prefix[open_header + 1] + "pass", pc))
-        open_header = -1
-
-    for ind, text, pc, tag in body.walk():
-        if tag is not None:
-            kind, value = tag  # type: ignore[misc]
-            if kind == JUMP and value not in tested:
-                continue
-        if ind > MAX_INDENT:
-            raise TooDeep(f"{name}: code nests {ind} levels deep")
-        close_header(ind, pc)
-        if (ind == base and since >= part_lines and pc != prev_pc and open_header < 0
-                and not text.startswith(("else", "elif"))):
-            if cur is not main:
-                cur.append((prefix[base] + f"return {STATE}, None", pc))
-            part = f"{name}_p{len(parts) + 1}"
-            parts.append(part)
-            cur = [(f"def {part}({PART_ARGS}):", pc)]
-            out.functions.append((part, cur))
-            ret = _part_ret
-            since = 0
-        if tag is not None and tag[0] == RET:  # type: ignore[index]
-            for t in ret(tag[1]):  # type: ignore[index]
-                cur.append((prefix[ind] + t, pc))
-        elif tag is not None and tag[0] == CHARGE:  # type: ignore[index]
-            cur.append((prefix[ind] + str(tag[1]), pc))  # type: ignore[index]
+    stack: list[tuple[Iterator, int]] = [(iter(body.items), 0)]
+    while stack:
+        it, extra = stack[-1]
+        for item in it:
+            if len(item) == 2:
+                stack.append((iter(item[0].items), extra + item[1]))  # type: ignore[union-attr,operator]
+                break
+            ind, text, pc, tag = item  # type: ignore[misc]
+            ind += extra
+            if tag is not None:
+                kind, value = tag  # type: ignore[misc]
+                if kind == JUMP and value not in tested:
+                    continue
+            if open_header >= 0:
+                if ind <= open_header:
+                    cur.append((prefix[open_header + 1] + "pass", pc))
+                open_header = -1
+            if ind > MAX_INDENT:
+                raise TooDeep(f"{name}: code nests {ind} levels deep")
+            if (ind == base and since >= part_lines and pc != prev_pc
+                    and not text.startswith(("else", "elif"))):
+                if cur is not main:
+                    cur.append((prefix[base] + f"return {STATE}, None", pc))
+                part = f"{name}_p{len(parts) + 1}"
+                parts.append(part)
+                cur = [(f"def {part}({PART_ARGS}):", pc)]
+                out.functions.append((part, cur))
+                ret = _part_ret
+                since = 0
+            if tag is None:
+                cur.append((prefix[ind] + text, pc))
+                if text[-1] == ":":
+                    open_header = ind
+            elif tag[0] == RET:  # type: ignore[index]
+                for t in ret(tag[1]):  # type: ignore[index]
+                    cur.append((prefix[ind] + t, pc))
+            elif tag[0] == CHARGE:  # type: ignore[index]
+                cur.append((prefix[ind] + str(tag[1]), pc))  # type: ignore[index]
+            else:
+                cur.append((prefix[ind] + text, pc))
+            since += 1
+            prev_pc = pc
         else:
-            cur.append((prefix[ind] + text, pc))
-            if text.endswith(":"):
-                open_header = ind
-        since += 1
-        prev_pc = pc
-    close_header(0, prev_pc)
+            stack.pop()
+    if open_header >= 0:
+        cur.append((prefix[open_header + 1] + "pass", prev_pc))
     if parts:
         if state:  # pragma: no cover - parts are never cut again
             raise TooDeep(f"{name}: a part cannot have parts")

@@ -44,6 +44,7 @@ identical programs share compiled code objects (:data:`_CODE_CACHE`).
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import re
 import struct
@@ -164,9 +165,17 @@ class _Func:
         self.fuse_use: dict[int, int] = {}
         #: ``_nx`` targets some emitted line compares against (others need no ``_nx = y``)
         self.tested: set[int] = set()
+        self._jumps: dict[tuple[int, int], _Lines] = {}
         #: exits, loop transfers and calls emitted so far (see :class:`_Charge`)
         self.dirty = 0
         self.folded, self.charge = self._charges()
+        fwd = self.cfg.forward_preds
+        #: the join points each block dominates, in reverse post-order
+        self.merges: dict[int, list[int]] = {}
+        for x, kids in self.cfg.children.items():
+            ms = [c for c in kids if fwd[c] >= 2]
+            if ms:
+                self.merges[x] = ms
 
     def _charges(self) -> tuple[set[int], dict[int, int]]:
         """Blocks charged together with the block before them (they always
@@ -670,6 +679,9 @@ class _Func:
         pcs = blk.pcs
         last = pcs[-1]
         self.sym = {}
+        if len(pcs) == 1 and blk.term in (GOTO, COND, EXIT):  # only the terminator: nothing to write
+            self.exit_value = "r0"
+            return cell
         self.analyse_block(blk)
         stop = last if blk.term in (GOTO, COND, EXIT) else -1
         for pc in pcs:
@@ -784,8 +796,9 @@ class _Func:
         out = _Lines()
         carry: set[int] = set()
         cell: _Charge | None = None
+        all_merges = self.merges
         while True:
-            merges = [c for c in cfg.children[x] if fwd[c] >= 2]
+            merges = all_merges.get(x, ())
             if cell is not None and cell.mark != self.dirty:
                 cell = None
             cell = self.block_body(x, out, ind, cell)
@@ -819,8 +832,8 @@ class _Func:
 
     def branch(self, src: int, dst: int, loops: list[int], ind: int, depth: int) -> tuple[_Lines, set[int]]:
         cfg = self.cfg
-        out = _Lines()
         if cfg.rpo_index[dst] <= cfg.rpo_index[src]:
+            out = _Lines()
             self.dirty += 1
             if loops and loops[-1] == dst:
                 out.add(ind, "continue", src)
@@ -830,8 +843,11 @@ class _Func:
             out.jump(ind, dst, src)
             return out, {dst}
         if cfg.forward_preds[dst] >= 2:
-            out.jump(ind, dst, src)
-            return out, {dst}
+            jump = self._jumps.get((ind, dst))
+            if jump is None:  # one shared (never changed) line set per target and indentation
+                jump = self._jumps[(ind, dst)] = _Lines()
+                jump.jump(ind, dst, dst)
+            return jump, {dst}
         return self.do_tree(dst, loops, ind, depth + 1)
 
     def terminator(self, x: int, loops: list[int], out: _Lines, ind: int, depth: int) -> set[int]:
@@ -998,7 +1014,7 @@ def _only_jump(lines: _Lines) -> bool:
     if len(lines.items) != 1:
         return False
     item = lines.items[0]
-    return not isinstance(item[0], Lines) and isinstance(item[3], tuple) and item[3][0] == JUMP
+    return len(item) == 4 and isinstance(item[3], tuple) and item[3][0] == JUMP  # type: ignore[misc]
 
 
 class _Module:
@@ -1134,7 +1150,13 @@ def compile_program(prog: EmuProgram, dispatch: bool = False) -> dict[int, Calla
     :raises BpfmuxError: not even the dispatch form compiles.
     """
     mod = _Module(prog)
-    chunks = mod.build(dispatch)
+    collect = gc.isenabled()
+    gc.disable()  # translation makes many objects and frees none: collecting as it goes is wasted work
+    try:
+        chunks = mod.build(dispatch)
+    finally:
+        if collect:
+            gc.enable()
     total = sum(len(lines) for _, lines in chunks)
     cache = total <= CACHE_MAX_LINES
     ns = _base_globals(prog.vm)
