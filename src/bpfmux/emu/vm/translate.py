@@ -620,6 +620,15 @@ class _Func:
         self.assign(0, f"{name}_update(_rs, {key}, {value}, {self.v(4)}) & {M64}", out, ind, pc)
         return True
 
+    def negated(self, pc: int) -> str:
+        """The condition of the jump at ``pc``, negated (``!=`` for ``==``, …)."""
+        cond = self.condition(pc)
+        for op, neg in _NEGATE:
+            left, sep, right = cond.partition(op)
+            if sep and op not in right:
+                return f"{left}{neg}{right}"
+        return f"not ({cond})"
+
     def condition(self, pc: int) -> str:
         op, dst, src, off, imm = self.code[pc]
         o = op & 0xF0
@@ -875,11 +884,11 @@ class _Func:
             out.extend(t_lines)
             out.extend(f_lines, -1)
         elif not f_pending:
-            out.add(ind, f"if not ({cond}):", last)
+            out.add(ind, f"if {self.negated(last)}:", last)
             out.extend(f_lines)
             out.extend(t_lines, -1)
         elif t_pending == f_pending and len(t_pending) == 1 and _only_jump(t_lines):
-            out.add(ind, f"if not ({cond}):", last)  # both paths go to one join point
+            out.add(ind, f"if {self.negated(last)}:", last)  # both paths go to one join point
             out.extend(f_lines)
             out.extend(t_lines, -1)
         elif t_pending == f_pending and len(t_pending) == 1 and _only_jump(f_lines):
@@ -1007,6 +1016,10 @@ class _Func:
             finally:
                 sys.setrecursionlimit(limit)
         return self.emit_dispatch(name, head)
+
+
+#: Comparisons and their negations (``>=`` before ``>``: the longer operator first).
+_NEGATE = ((" == ", " != "), (" != ", " == "), (" >= ", " < "), (" <= ", " > "), (" > ", " <= "), (" < ", " >= "))
 
 
 def _only_jump(lines: _Lines) -> bool:
