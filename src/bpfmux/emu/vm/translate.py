@@ -543,7 +543,9 @@ class _Func:
                 return
             name = mod.bind(f"_H{imm}", fn)
             out.add(ind, "_rs.depth = _d", pc)
-            out.add(ind, "_rs.left = _b", pc)
+            sync = imm == 12 or _may_run_code(fn)
+            if sync:
+                out.add(ind, "_rs.left = _b", pc)
             if imm == 12:
                 out.add(ind, f"_t = {name}(_rs, {args})", pc)
                 out.add(ind, "if _t is not None:", pc)
@@ -551,7 +553,8 @@ class _Func:
                 out.add(ind, "_b = _rs.left", pc)
                 return
             self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
-            out.add(ind, "_b = _rs.left", pc)
+            if sync:
+                out.add(ind, "_b = _rs.left", pc)
             return
         if src == 1:
             target = pc + 1 + imm
@@ -1020,6 +1023,19 @@ class _Func:
 
 #: Comparisons and their negations (``>=`` before ``>``: the longer operator first).
 _NEGATE = ((" == ", " != "), (" != ", " == "), (" >= ", " < "), (" <= ", " > "), (" > ", " <= "), (" < ", " >= "))
+
+
+def _may_run_code(fn: Any) -> bool:
+    """Whether helper ``fn`` may run program code (callbacks) or charge the
+    run budget itself: any helper but the built-in ones known not to, which
+    need no copy of the budget in :attr:`RunState.left`."""
+    module = getattr(fn, "__module__", "") or ""
+    return not module.startswith(_HELPERS_PACKAGE) or getattr(fn, "__name__", "") in _CALLBACK_HELPERS
+
+
+_HELPERS_PACKAGE = __package__ + ".helpers"
+#: Built-in helpers that call back into the program or charge the budget.
+_CALLBACK_HELPERS = frozenset({"bpf_loop", "for_each_map_elem"})
 
 
 def _only_jump(lines: _Lines) -> bool:
