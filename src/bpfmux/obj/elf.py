@@ -121,10 +121,12 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
         data = read_file(path, MAX_OBJECT_BYTES, "BPF object")
         source = str(path)
         default_name = path.name.split(".", 1)[0] or "obj"
+    from ..btf.layout import TypeKindError
+
     try:
         return _Loader(data, name or default_name, source).load()
-    except NotFoundError as err:
-        # a type id or string offset that points nowhere: the object is corrupt
+    except (NotFoundError, TypeKindError) as err:
+        # a type id or string offset that points nowhere, a map field of a type without size: the object is corrupt
         raise ParseError(f"malformed BPF object: {err}", None, source) from None
     except BpfmuxError:
         raise
