@@ -309,17 +309,17 @@ def test_a_million_instructions_translate_in_bounded_memory(tmp_path: Path) -> N
     r, rss = measured_script(tmp_path, """
         from bpfmux.emu import VM
         from bpfmux.isa.insn import Insn
-        n = 499_999
+        n = 499_998
         insns = [Insn(0xB7, 0), Insn(0xB7, 1, 0, 0, -1)]
         for i in range(n):
             insns += [Insn(0x15, 1, 0, 1, i), Insn(0x07, 0, 0, 0, 1)]
-        insns.append(Insn(0x95))
+        insns += [Insn(0xB7, 2), Insn(0x95)]  # exactly the kernel's 1,000,000
         with VM() as vm:
             r = vm.load(insns).run(tier="fast")
             print(len(insns), r.r0, r.insns)
     """, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["1000000", "499999", "1000000"]
+    assert r.stdout.split() == ["1000000", "499998", "1000000"]
     assert rss < 4 << 30
 
 
