@@ -142,6 +142,21 @@ class _Charge:
         return f"_b -= {self.count}"
 
 
+class _RangeLoop:
+    """The ``for`` line of a loop whose iterations each charge ``head``: the
+    range yields the budget left after each charge and ends (into the
+    ``else``: budget exhausted) when it was negative before one."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, head: _Charge) -> None:
+        self.head = head
+
+    def __str__(self) -> str:
+        c = self.head.count
+        return f"for _b in range(_b - {c}, {-c - 1}, -{c}):"
+
+
 class _Fallback(Exception):
     """Structured emission is impossible for this function."""
 
@@ -672,17 +687,19 @@ class _Func:
             return f"{sa} <= {sb}"
         raise BpfmuxError(f"internal error: not a condition at insn {pc}")  # pragma: no cover
 
-    def block_body(self, bid: int, out: _Lines, ind: int, cell: _Charge | None = None) -> _Charge | None:
+    def block_body(self, bid: int, out: _Lines, ind: int, cell: _Charge | None = None,
+                   charged: bool = False) -> _Charge | None:
         """Statements of block ``bid`` (without its terminator's transfer),
         after the block's charge on the run budget: added to ``cell`` (a
         charge line emitted earlier on every path to here) when given, else
-        a charge line of its own. Returns the charge line in force."""
+        a charge line of its own; nothing when ``charged`` (``cell`` already
+        counts it). Returns the charge line in force."""
         blk = self.cfg.blocks[bid]
         if blk.term == OUTSIDE:
             n = len(self.code)
             out.add(ind, f"raise _E('insn {bid}: jump outside the program (0..{n - 1})', pc={bid})", bid)
             return None
-        if bid not in self.folded:
+        if bid not in self.folded and not charged:
             if cell is not None:
                 cell.count += self.charge[bid]
             else:
@@ -776,15 +793,27 @@ class _Func:
         cfg = self.cfg
         if x not in cfg.headers:
             return self.node_within(x, loops, ind, depth)
-        body, pending = self.node_within(x, loops + [x], ind + 1, depth + 1)
         out = _Lines()
-        out.add(ind, "while True:", x)
-        out.add(ind + 1, "if _b < 0:", x)
-        out.add(ind + 2, f"raise _BUDGET({x})", x)
-        out.extend(body)
-        self.dirty += 1
-        if pending and not body.last_is_transfer(ind + 1):
-            out.add(ind + 1, "break", x)
+        if self._straight_loop(x):
+            # one charge per iteration and nothing else touches the budget: the loop's range counts it down
+            head = _Charge(self.charge[x], self.dirty)
+            body, pending = self.node_within(x, loops + [x], ind + 1, depth + 1, head)
+            out.add(ind, "", x, (CHARGE, _RangeLoop(head)))
+            out.extend(body)
+            self.dirty += 1
+            if pending and not body.last_is_transfer(ind + 1):
+                out.add(ind + 1, "break", x)
+            out.add(ind, "else:", x)
+            out.add(ind + 1, f"raise _BUDGET({x})", x)
+        else:
+            body, pending = self.node_within(x, loops + [x], ind + 1, depth + 1)
+            out.add(ind, "while True:", x)
+            out.add(ind + 1, "if _b < 0:", x)
+            out.add(ind + 2, f"raise _BUDGET({x})", x)
+            out.extend(body)
+            self.dirty += 1
+            if pending and not body.last_is_transfer(ind + 1):
+                out.add(ind + 1, "break", x)
         pending = set(pending)
         if loops and loops[-1] in pending:
             h = loops[-1]
@@ -797,7 +826,23 @@ class _Func:
             pending.discard(h)
         return out, pending
 
-    def node_within(self, x: int, loops: list[int], ind: int, depth: int) -> tuple[_Lines, set[int]]:
+    def _straight_loop(self, h: int) -> bool:
+        """Whether the loop headed by ``h`` charges the budget once per
+        iteration and nothing else in it does: every other block of it is
+        charged with the header, and it makes no call (a callee and the
+        caller share the budget)."""
+        blocks = self.cfg.blocks
+        code = self.code
+        for b in self.cfg.headers[h]:
+            if b != h and b not in self.folded:
+                return False
+            for pc in blocks[b].pcs:
+                if code[pc][0] in (0x85, 0x8D):
+                    return False
+        return True
+
+    def node_within(self, x: int, loops: list[int], ind: int, depth: int,
+                    head: _Charge | None = None) -> tuple[_Lines, set[int]]:
         """Block ``x``, the blocks its branches lead to alone, then the join
         points it dominates. A chain (a block that falls into the only block
         it leads to; the last join point) is followed in this loop, not by
@@ -807,13 +852,14 @@ class _Func:
         rpo = cfg.rpo_index
         out = _Lines()
         carry: set[int] = set()
-        cell: _Charge | None = None
+        cell: _Charge | None = head  # a loop header's charge, written by its loop
         all_merges = self.merges
         while True:
             merges = all_merges.get(x, ())
             if cell is not None and cell.mark != self.dirty:
                 cell = None
-            cell = self.block_body(x, out, ind, cell)
+            cell = self.block_body(x, out, ind, cell, charged=head is not None)
+            head = None
             blk = cfg.blocks[x]
             if not merges and blk.term in (FALL, GOTO):
                 s = blk.succs[0]
