@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bpfmux.btf import Btf
@@ -52,6 +52,7 @@ def mutate(blob: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes:
 
 @FUZZ
 @given(st.sampled_from(BLOBS), st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=8), st.none() | st.integers(0, 4000))
+@example(BLOBS[0], [(24, 85)], None)  # a name offset moved onto a source line "struct task_struct___mine *t = …"
 def test_corrupted_btf_raises_only_parse_error(blob: bytes, edits: list[tuple[int, int]], cut: int | None) -> None:
     try:
         exercise(mutate(blob, edits, cut))

@@ -16,6 +16,7 @@ from bpfmux.abi.syscalls import X86_64, syscall_number
 from bpfmux.errors import ParseError
 from bpfmux.trace import progs as P
 from bpfmux.trace.decode import decode_event
+from bpfmux.trace.plan import Mechanism as M
 from bpfmux.trace.plan import Probe
 from bpfmux.trace.symbolize import parse_maps
 
@@ -27,7 +28,7 @@ def _event(idx: int, payload: bytes, string: bytes = b"") -> bytes:
 
 def test_syscall_exit_event():
     probes = [Probe(0, "tracepoint:syscalls:sys_exit_openat", {"syscall": 257})]
-    ev = decode_event(_event(0, struct.pack("<q", -2)), probes, {0: "sys_exit"})
+    ev = decode_event(_event(0, struct.pack("<q", -2)), probes, {0: (M.SYS_EXIT, False)})
     assert (ev.pid, ev.tid, ev.comm, ev.args) == (42, 43, "cat", [("ret", -2)])
     assert ev.line() == "123.000000 cat 42/43 tracepoint:syscalls:sys_exit_openat ret=-2"
 
@@ -38,14 +39,14 @@ def test_uprobe_regs_and_return():
         struct.pack_into("<Q", regs, reg_offset(r), 100 + i)
     struct.pack_into("<q", regs, reg_offset("ax"), -5)
     probes = [Probe(0, "uprobe:/bin/x:f"), Probe(1, "uretprobe:/bin/x:f")]
-    ev = decode_event(_event(0, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
+    ev = decode_event(_event(0, bytes(regs)), probes, {0: (M.UPROBE_MULTI, False), 1: (M.UPROBE_MULTI, True)})
     assert [(n, str(v)) for n, v in ev.args] == [(f"arg{i}", hex(100 + i)) for i in range(6)]
     assert ev.as_dict()["args"]["arg0"] == "0x64" and "arg0=0x64 " in ev.line()
-    ev = decode_event(_event(1, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
+    ev = decode_event(_event(1, bytes(regs)), probes, {0: (M.UPROBE_MULTI, False), 1: (M.UPROBE_MULTI, True)})
     assert ev.args == [("ret", -5)]
     assert ev.as_dict()["args"] == {"ret": -5}
     struct.pack_into("<Q", regs, reg_offset("ax"), 0xFFFFFFFF)  # an int -1 in eax
-    ev = decode_event(_event(1, bytes(regs)), probes, {0: "uprobe_multi", 1: "uprobe_multi:ret"})
+    ev = decode_event(_event(1, bytes(regs)), probes, {0: (M.UPROBE_MULTI, False), 1: (M.UPROBE_MULTI, True)})
     assert ev.line().endswith("ret=-1 (0xffffffff)") and ev.as_dict()["args"] == {"ret": -1}
 
 
@@ -57,7 +58,7 @@ def test_short_or_unknown_events_raise_parse_error():
 
 
 @given(st.binary(min_size=0, max_size=P.EVENT_SIZE + 8), st.sampled_from(
-    ["sys_exit", "uprobe_multi", "uprobe_multi:ret", "raw_tp", "kprobe"]))
+    [(M.SYS_EXIT, False), (M.UPROBE_MULTI, False), (M.UPROBE_MULTI, True), (M.RAW_TP, False), (M.KPROBE, False)]))
 def test_fuzz_decode(raw, how):
     probes = [Probe(0, "p", {"raw_tp": "sched_switch", "function": "vfs_read"})]
     try:

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             "object": args.object,
             "policy": args.policy,
             "events": ran,
-            "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},
+            "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
             "skipped": skipped,
             "trace_log": list(getattr(emu.vm, "trace_log", [])),
         }

@@ -11,12 +11,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..abi.ptregs import reg_offset
 from ..errors import BpfmuxError, ParseError
 from . import progs as P
-from .plan import Probe
+from .plan import Mechanism, Probe
+
+if TYPE_CHECKING:
+    from ..abi.tpformat import TpField, TracepointFormat
+    from ..btf import Btf, Type
+    from ..btf.funcs import FuncSignature
 
 __all__ = ["ArgEvent", "decode_event", "syscall_fields"]
 
@@ -134,7 +139,7 @@ def _int(raw: bytes, size: int, signed: bool) -> int:
 
 
 @lru_cache(maxsize=1024)
-def syscall_fields(tracepoint: str) -> tuple[Any, ...]:
+def syscall_fields(tracepoint: str) -> tuple[TpField, ...]:
     """The argument fields of ``sys_enter_NAME`` (tracefs format, without
     the common header and ``__syscall_nr``); empty when unknown."""
     from ..abi.tpformat import load_format
@@ -147,7 +152,7 @@ def syscall_fields(tracepoint: str) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _tp_format(cat: str, name: str) -> Any:
+def _tp_format(cat: str, name: str) -> TracepointFormat | None:
     from ..abi.tpformat import load_format
 
     try:
@@ -161,11 +166,17 @@ def _raw_tp_params(name: str) -> tuple[tuple[str, int, bool, bool], ...]:
     """(name, size, signed, pointer) of a raw tracepoint's arguments from
     ``btf_trace_<name>`` (without the leading ``void *``)."""
     try:
-        from ..btf import Btf
+        from ..btf import Btf, FuncProto
+        from ..btf import Ptr as BtfPtr
 
         btf = Btf.vmlinux()
         td = btf.find(f"btf_trace_{name}", "typedef")
-        proto = btf.resolve(btf.resolve(td).type)
+        ptr = btf.resolve(td)
+        if not isinstance(ptr, BtfPtr):
+            return ()
+        proto = btf.resolve(ptr.type)
+        if not isinstance(proto, FuncProto):
+            return ()
         from ..btf.funcs import prototype
 
         sig = prototype(btf, proto)
@@ -175,15 +186,15 @@ def _raw_tp_params(name: str) -> tuple[tuple[str, int, bool, bool], ...]:
         return ()
 
 
-def _is_ptr(btf: Any, t: Any) -> bool:
+def _is_ptr(btf: Btf, t: Type) -> bool:
     try:
         return btf.resolve(t).kind.name == "PTR"
     except (BpfmuxError, AttributeError):
         return False
 
 
-def _btf_args(sig: Any, values: list[int]) -> list[tuple[str, Any]]:
-    out = []
+def _btf_args(sig: FuncSignature, values: list[int]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
     for i, a in enumerate(sig.args):
         if i >= len(values):
             break
@@ -203,12 +214,11 @@ def _regs(payload: bytes, names: tuple[str, ...]) -> list[int]:
     return [int.from_bytes(payload[reg_offset(r):reg_offset(r) + 8], "little") for r in names]
 
 
-def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> ArgEvent:
+def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, tuple[Mechanism, bool]]) -> ArgEvent:
     """Decode one ``events`` record.
 
-    :param kind_of: probe index → how its group attached (``sys_enter``,
-        ``sys_exit``, ``raw_tp``, ``tracepoint``, ``uprobe_multi``, …, with a
-        ``:ret`` suffix for return probes).
+    :param kind_of: probe index → (the :class:`~bpfmux.trace.plan.Mechanism`
+        its group attached with, whether it is a return probe).
     :raises ParseError: a record shorter than the event layout or with an
         unknown probe index.
     """
@@ -221,10 +231,8 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
     payload = bytes(raw[P.EVENT.size:P.EVENT.size + P.PAYLOAD_SIZE])
     string = _cstr(bytes(raw[P.EVENT.size + P.PAYLOAD_SIZE:P.EVENT_SIZE]))
     ev = ArgEvent(ns, pid, tid, cpu, _cstr(comm), probe.name)
-    how = kind_of.get(idx, "")
-    ret = how.endswith(":ret")
-    how = how.split(":")[0]
-    if how == "sys_enter":
+    how, ret = kind_of.get(idx, (None, False))
+    if how is Mechanism.SYS_ENTER:
         fields = probe.info.get("fields") or syscall_fields(probe.info["tracepoint"][1])
         values = _regs(payload, _SYSCALL_REGS)
         str_done = False
@@ -236,13 +244,13 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 ev.args.append((f.name, Ptr(v)))
             else:
                 ev.args.append((f.name, _int(v.to_bytes(8, "little"), _width(f.type), _is_signed(f.type))))
-    elif how == "sys_exit":
+    elif how is Mechanism.SYS_EXIT:
         ev.args.append(("ret", struct.unpack_from("<q", payload, 0)[0]))
-    elif how == "tracepoint":
+    elif how is Mechanism.TRACEPOINT:
         fmt = _tp_format(*probe.info["tracepoint"])
         if fmt is not None:
             ev.args.extend(_record_fields(fmt, payload))
-    elif how == "raw_tp":
+    elif how is Mechanism.RAW_TP:
         name = probe.info.get("raw_tp") or probe.info["tracepoint"][1]
         params = _raw_tp_params(name)
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(12)]
@@ -251,12 +259,12 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
                 ev.args.append((n, Ptr(v) if ptr else _int(v.to_bytes(8, "little"), size, signed)))
         else:
             ev.args.extend((f"arg{i}", Ptr(v)) for i, v in enumerate(vals[:6]))
-    elif how in ("fentry", "fexit"):
+    elif how in (Mechanism.FENTRY, Mechanism.FEXIT):
         sig = probe.info.get("signature")
         vals = [int.from_bytes(payload[8 * i:8 * i + 8], "little") for i in range(P.PAYLOAD_SIZE // 8)]
         if sig is not None:
             ev.args.extend(_btf_args(sig, vals[:sig.nregs]))
-            if how == "fexit":
+            if how is Mechanism.FEXIT:
                 rv = vals[sig.nregs]
                 if sig.return_size and sig.return_size < 8:
                     rv &= (1 << (8 * sig.return_size)) - 1
@@ -268,7 +276,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
         else:
             values = _regs(payload, _CALL_REGS)
             sig = probe.info.get("signature")
-            if sig is None and how.startswith("kprobe"):
+            if sig is None and how in (Mechanism.KPROBE, Mechanism.KPROBE_MULTI):
                 sig = _kernel_signature(probe.info.get("function", ""))
             if sig is not None:
                 ev.args.extend(_btf_args(sig, values[:sig.nregs]))
@@ -278,7 +286,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, str]) -> Ar
 
 
 @lru_cache(maxsize=4096)
-def _kernel_signature(name: str) -> Any:
+def _kernel_signature(name: str) -> FuncSignature | None:
     try:
         from ..btf import Btf
 
@@ -287,7 +295,7 @@ def _kernel_signature(name: str) -> Any:
         return None
 
 
-def _record_fields(fmt: Any, payload: bytes) -> list[tuple[str, Any]]:
+def _record_fields(fmt: TracepointFormat, payload: bytes) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for f in fmt.fields:
         if f.common:

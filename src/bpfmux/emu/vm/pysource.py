@@ -83,10 +83,10 @@ class Lines:
         while items:
             item = items[-1]
             if len(item) == 2:
-                extra += item[1]  # type: ignore[misc]
-                items = item[0].items  # type: ignore[union-attr]
+                extra += item[1]
+                items = item[0].items
                 continue
-            return item[0] + extra, item[1]  # type: ignore[return-value,operator]
+            return item[0] + extra, item[1]
         return None
 
     def last_is_transfer(self, level: int) -> bool:
@@ -104,9 +104,9 @@ class Lines:
             it, extra = stack[-1]
             for item in it:
                 if len(item) == 2:
-                    stack.append((iter(item[0].items), extra + item[1]))  # type: ignore[union-attr,operator]
+                    stack.append((iter(item[0].items), extra + item[1]))
                     break
-                ind, text, pc, tag = item  # type: ignore[misc]
+                ind, text, pc, tag = item
                 yield ind + extra, text, pc, tag
             else:
                 stack.pop()
@@ -165,12 +165,12 @@ def render(name: str, head: list[tuple[str, int]], body: Lines, tested: set[int]
         it, extra = stack[-1]
         for item in it:
             if len(item) == 2:
-                stack.append((iter(item[0].items), extra + item[1]))  # type: ignore[union-attr,operator]
+                stack.append((iter(item[0].items), extra + item[1]))
                 break
-            ind, text, pc, tag = item  # type: ignore[misc]
+            ind, text, pc, tag = item
             ind += extra
             if tag is not None:
-                kind, value = tag  # type: ignore[misc]
+                kind, value = tag
                 if kind == JUMP and value not in tested:
                     continue
             if open_header >= 0:
@@ -193,11 +193,11 @@ def render(name: str, head: list[tuple[str, int]], body: Lines, tested: set[int]
                 cur.append((prefix[ind] + text, pc))
                 if text[-1] == ":":
                     open_header = ind
-            elif tag[0] == RET:  # type: ignore[index]
-                for t in ret(tag[1]):  # type: ignore[index]
+            elif tag[0] == RET:
+                for t in ret(tag[1]):
                     cur.append((prefix[ind] + t, pc))
-            elif tag[0] == CHARGE:  # type: ignore[index]
-                cur.append((prefix[ind] + str(tag[1]), pc))  # type: ignore[index]
+            elif tag[0] == CHARGE:
+                cur.append((prefix[ind] + str(tag[1]), pc))
             else:
                 cur.append((prefix[ind] + text, pc))
             since += 1

@@ -176,7 +176,7 @@ class _Func:
         self.exit_value = "r0"
         self.live_out = live_out(self.cfg, _rw)
         self.live_after: dict[int, int] = {}
-        self.fusable: set[int] = set()
+        self.fusable: set[int] | frozenset[int] = set()
         self.fuse_use: dict[int, int] = {}
         #: ``_nx`` targets some emitted line compares against (others need no ``_nx = y``)
         self.tested: set[int] = set()
@@ -1089,7 +1089,7 @@ def _only_jump(lines: _Lines) -> bool:
     if len(lines.items) != 1:
         return False
     item = lines.items[0]
-    return len(item) == 4 and isinstance(item[3], tuple) and item[3][0] == JUMP  # type: ignore[misc]
+    return len(item) == 4 and isinstance(item[3], tuple) and item[3][0] == JUMP
 
 
 class _Module:
