@@ -22,6 +22,12 @@ peer: the kernel's JIT, ``BPF_PROG_TEST_RUN`` of the same program loaded as
 ``BPF_PROG_TYPE_SCHED_CLS`` with ``repeat`` (the kernel reports the mean
 duration per run).
 
+Translation: the fast tier's one-time translation and compilation of two
+long programs, timed separately (wall clock, CPU time): ``r1 = -1`` then n ×
+(``if r1 == i goto +1; r0 += 1``), one join point per pair, at 16,003 and
+1,000,000 instructions (targets on a 2-core machine: under 1 s and under
+60 s); ``--no-million`` leaves out the second.
+
 The instruction count of one run is the checked tier's exact count of
 executed instructions; instructions/s = count / time per run. The kernel is
 much faster (ratio < 1): it runs native code.
@@ -184,11 +190,42 @@ def kernel(name: str, source: str, repeat: int) -> dict:
     return {"ns_per_run": res.duration_ns, "retval": first.retval}
 
 
+def chain(pairs: int, filler: int = 0) -> list:
+    """``r1 = -1``; ``pairs`` × (``if r1 == i goto +1; r0 += 1``); ``filler`` × ``r2 = 0``; ``exit``."""
+    from bpfmux.isa.insn import Insn
+
+    out = [Insn(0xB7, 0), Insn(0xB7, 1, 0, 0, -1)]
+    for i in range(pairs):
+        out += [Insn(0x15, 1, 0, 1, i), Insn(0x07, 0, 0, 0, 1)]
+    return out + [Insn(0xB7, 2)] * filler + [Insn(0x95)]
+
+
+def translation(pairs: int, filler: int = 0) -> dict:
+    """Time the fast tier's translation (and compilation) of :func:`chain`, then one run."""
+    from bpfmux.emu.vm import translate
+
+    insns = chain(pairs, filler)
+    with VM(run_budget=1 << 40) as vm:
+        prog = vm.load(insns)
+        t0, w0 = time.process_time(), time.perf_counter()
+        fns = translate.compile_program(prog)
+        cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+        prog._fast = fns
+        prog._fast_version = (vm.helpers.version, vm._kfunc_version, vm._maps_version)
+        w1 = time.perf_counter()
+        r = prog.run(tier="fast")
+        run = time.perf_counter() - w1
+    if r.r0 != pairs:
+        raise SystemExit(f"vm_speed: the {len(insns)}-instruction chain returned {r.r0}, not {pairs}")
+    return {"insns": len(insns), "translate_s": wall, "translate_cpu_s": cpu, "first_run_s": run}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10, help="timed runs per program and tier (best is kept)")
     ap.add_argument("--kernel-repeat", type=int, default=200, help="BPF_PROG_TEST_RUN repeat count")
     ap.add_argument("--no-kernel", action="store_true", help="skip the kernel (no root needed)")
+    ap.add_argument("--no-million", action="store_true", help="skip the 1M-instruction translation")
     args = ap.parse_args()
     use_kernel = not args.no_kernel
     if use_kernel and os.geteuid() != 0:
@@ -211,10 +248,16 @@ def main() -> int:
         kpart = f", kernel JIT {r['kernel_minsn_per_s']:.0f}" if use_kernel else ""
         print(f"{name}: {r['insns_per_run']} insns/run; fast {r['fast_minsn_per_s']:.2f}, "
               f"checked {r['checked_minsn_per_s']:.2f}{kpart} M insn/s")
+    trans = {}
+    for pairs, filler in ((8000, 0),) + (() if args.no_million else ((499_998, 1),)):
+        t = translation(pairs, filler)  # 16,003 and 1,000,000 instructions
+        trans[str(t["insns"])] = t
+        print(f"translation of {t['insns']} insns: {t['translate_s']:.2f} s (CPU {t['translate_cpu_s']:.2f} s), "
+              f"first run {t['first_run_s']:.2f} s")
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)
     payload = {"unit": "million BPF instructions per second (CPU time)", "python": sys.version.split()[0],
-               "programs": results}
+               "programs": results, "translation": trans}
     (out_dir / "vm_speed.json").write_text(json.dumps(payload, indent=2) + "\n")
     alu = results["alu_loop"]
     peer = alu.get("kernel_minsn_per_s")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NotFoundError, ParseError
+from ..host.files import MiB, read_text
 from .context import ContextLayout, CtxField
 
 #: ``PERF_MAX_TRACE_SIZE`` of Linux 6.18: the end of what a tracepoint program may read.
@@ -245,7 +246,7 @@ def load_format(system: str, event: str, *, use_tracefs: bool = True) -> Tracepo
     if root is not None:
         path = root / "events" / system / event / "format"
         try:
-            text = path.read_text()
+            text = read_text(path, 1 * MiB, "tracepoint format")
         except FileNotFoundError:
             text = None
         except OSError:

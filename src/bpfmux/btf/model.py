@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError, ParseError
+from ..host.files import MiB, read_file
 from ..uapi import BtfKind
 from .types import (
     Array,
@@ -56,6 +57,8 @@ __all__ = ["BTF_MAGIC", "Btf", "TypeRef", "VMLINUX_PATH"]
 
 BTF_MAGIC = 0xEB9F
 VMLINUX_PATH = "/sys/kernel/btf/vmlinux"
+#: Largest BTF file (or object holding BTF) read; the kernel's own is a few MiB.
+MAX_BTF_FILE = 256 * MiB
 _HDR = {"little": struct.Struct("<HBBIIIII"), "big": struct.Struct(">HBBIIIII")}
 _HDR_LEN = 24
 #: per kind: extra words after the 3-word common header, and words per vlen entry
@@ -198,11 +201,11 @@ class Btf:
     def load(cls, path: str | os.PathLike[str], base: Btf | None = None) -> Btf:
         """Read BTF from a file: a raw blob, or an ELF object's ``.BTF`` section.
 
-        :raises ParseError: the file is not BTF, or the object has no ``.BTF``.
+        :raises ParseError: the file is not BTF, or the object has no ``.BTF``;
+            a device, a FIFO or a file larger than :data:`MAX_BTF_FILE`.
         :raises OSError: the file cannot be read.
         """
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_file(path, MAX_BTF_FILE, "BTF file or BPF object")
         if data[:4] == b"\x7fELF":
             from .elf import btf_section
 
@@ -706,14 +709,10 @@ def _subobjects(t: Type) -> list:
 
 @functools.lru_cache(maxsize=4)
 def _vmlinux_cached(path: str) -> Btf:
-    with open(path, "rb") as f:
-        data = f.read()
-    return Btf.parse(data, source=path)
+    return Btf.parse(read_file(path, MAX_BTF_FILE, "kernel BTF"), source=path)
 
 
 @functools.lru_cache(maxsize=64)
 def _module_cached(path: str, vmlinux: str) -> Btf:
     base = _vmlinux_cached(vmlinux)
-    with open(path, "rb") as f:
-        data = f.read()
-    return Btf.parse(data, base=base, source=path)
+    return Btf.parse(read_file(path, MAX_BTF_FILE, "module BTF"), base=base, source=path)

@@ -33,6 +33,7 @@ __all__ = [
     "error_line",
     "parse_command",
     "parse_duration",
+    "parse_size",
     "privilege_problem",
     "read_privileges",
     "run_guarded",
@@ -194,6 +195,20 @@ def parse_duration(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2) or "ns"])
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``"512M"``, ``"4G"``, ``"1.5GiB"``, ``"65536"`` (bytes) → bytes (units are powers of 1024).
+
+    :raises ParseError: not a positive size.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise ParseError(f"bad size {text!r}; write e.g. 512M, 4G or a number of bytes")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
 def parse_command(text: str) -> list[str]:
     """Split ``-c CMD`` as a shell would (quotes, no expansion).
 
@@ -246,10 +261,11 @@ class Privileges:
 
 
 def _read(path: str) -> str | None:
+    from ..host.files import MiB, read_text
+
     try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read()
-    except OSError:
+        return read_text(path, MiB, "file", encoding="ascii", errors="replace")
+    except (OSError, ParseError):
         return None
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ._common import console, user_input
+from ._common import UsageError, console, parse_size, user_input
 
 DESCRIPTION = """\
 Load a BPF object into bpfmux's emulated kernel (no root, nothing touches the
@@ -37,9 +37,15 @@ examples:
   bpfmux emulate OBJ --calls calls.jsonl --json          replay a recorded call stream
   bpfmux emulate OBJ --btf none                          only the built-in test functions
 
+Limits: a program run executes at most --run-budget instructions (callbacks
+included; default 2**22), the emulated kernel holds at most --memory-budget
+of maps, ring buffers and stacks (default 1G; a map past it fails with
+ENOMEM), and each map's dump shows at most --dump-entries entries (default
+1000, 0 for all), written as they are read.
+
 exit status: 0 on success, 1 on an error (bad object, rejected program, bad
-stream; one line, --debug adds the traceback), 2 on bad usage (e.g. a
-malformed --workload), 130 on Ctrl-C.
+stream, a budget exhausted; one line, --debug adds the traceback), 2 on bad
+usage (e.g. a malformed --workload), 130 on Ctrl-C.
 """
 
 
@@ -61,6 +67,12 @@ def register(sub: Any) -> None:
     p.add_argument("--show", action="store_true", help="print every patched function's image and the costs")
     p.add_argument("--no-dump", action="store_true", help="do not print the maps")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--run-budget", type=int, metavar="N",
+                   help="instructions one program run may execute (default 2**22)")  # fmt: skip
+    p.add_argument("--memory-budget", metavar="SIZE",
+                   help="memory the emulated kernel may hold, e.g. 512M, 4G (default 1G)")  # fmt: skip
+    p.add_argument("--dump-entries", type=int, default=1000, metavar="N",
+                   help="entries of each map to print (default 1000; 0: all)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -83,8 +95,17 @@ def run(args: argparse.Namespace) -> int:
             workload = parse_workload(args.workload)
     with user_input("--policy"):
         make_policy(args.policy)
+    memory_budget = None
+    if args.memory_budget is not None:
+        with user_input("--memory-budget"):
+            memory_budget = parse_size(args.memory_budget)
+    if args.run_budget is not None and args.run_budget < 1:
+        raise UsageError(f"--run-budget must be at least 1, not {args.run_budget}")
+    if args.dump_entries < 0:
+        raise UsageError(f"--dump-entries must be 0 (all) or more, not {args.dump_entries}")
     btf: Any = None if args.btf == "none" else args.btf
-    with Emulator(btf=btf, policy=args.policy, tier=args.tier) as emu:
+    with Emulator(btf=btf, policy=args.policy, tier=args.tier, run_budget=args.run_budget,
+                  memory_budget=memory_budget) as emu:
         coll = emu.load(args.object, programs=args.program)
         attached, skipped = [], dict(coll.skipped)
         for name, prog in coll.programs.items():
@@ -98,9 +119,12 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     skipped[name] = str(err)
         if args.calls:
-            stream = sys.stdin if args.calls == "-" else open(args.calls, encoding="utf-8")
+            from ..emu.kernel.replay import MAX_STREAM_BYTES
+            from ..host.files import bounded_lines, open_text
+
+            stream = sys.stdin if args.calls == "-" else open_text(args.calls, MAX_STREAM_BYTES, "call stream")
             with stream:
-                events = list(parse_calls(stream, args.calls))
+                events = list(parse_calls(bounded_lines(stream, args.calls, MAX_STREAM_BYTES), args.calls))
         elif workload is not None:
             events = workload
         else:
@@ -113,7 +137,6 @@ def run(args: argparse.Namespace) -> int:
             "events": ran,
             "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
             "skipped": skipped,
-            "maps": {} if args.no_dump else {n: _dump(m) for n, m in coll.maps.items()},
             "trace_log": list(getattr(emu.vm, "trace_log", [])),
         }
         if args.show:
@@ -123,25 +146,69 @@ def run(args: argparse.Namespace) -> int:
                 for s in emu.sites()
             ]
             report["costs"] = emu.costs
+        maps = {} if args.no_dump else dict(coll.maps)  # read while the emulator still holds them
+        if args.json:
+            _print_json(report, maps, args.dump_entries)
+        else:
+            _print(report, maps, args.dump_entries)
         for link in attached:
             link.close()
         coll.close()
-    if args.json:
-        print(json.dumps(report, default=_jsonable))
-    else:
-        _print(report)
     return 0
 
 
-def _dump(m: Any) -> Any:
+def _entries(m: Any) -> tuple[Any, int]:
+    """``(iterator of (key, value), number of entries)`` of a map or data section.
+
+    :raises BpfmuxError: the map has no lookup from user space.
+    """
+    if hasattr(m, "variables"):
+        if not m.variables:
+            return iter([("raw", m.raw().hex())]), 1
+        return iter(m.items()), len(m.variables)
+    return iter(m.items()), len(m)
+
+
+def _write_map(write: Any, m: Any, limit: int) -> None:
+    """Write one map as a JSON object, entry by entry (at most ``limit``; 0: all)."""
     from ..errors import BpfmuxError
 
     try:
-        if hasattr(m, "variables"):
-            return dict(m.items()) if m.variables else {"raw": m.raw().hex()}
-        return {_key(k): v for k, v in m.items()}
-    except BpfmuxError as err:  # a map type without lookup from user space: say so
-        return {"unreadable": str(err)}
+        items, count = _entries(m)
+        first = next(items, None)  # a map without user-space lookup fails here, before anything is written
+    except BpfmuxError as err:
+        write(json.dumps({"unreadable": str(err)}))
+        return
+    write("{")
+    n = 0
+    item = first
+    while item is not None:
+        if limit and n >= limit:
+            write(f", {json.dumps('...')}: {json.dumps(f'{count - n} more entries (--dump-entries 0 prints all)')}")
+            break
+        k, v = item
+        k = _key(k)
+        write(("" if n == 0 else ", ") + json.dumps(k if isinstance(k, str) else str(k)) + ": "
+              + json.dumps(v, default=_jsonable))
+        n += 1
+        item = next(items, None)
+    write("}")
+
+
+def _print_json(report: dict[str, Any], maps: dict[str, Any], limit: int) -> None:
+    """The report as one JSON object on stdout, the maps streamed."""
+    write = sys.stdout.write
+    keys = ["object", "policy", "events", "programs", "skipped"]
+    write("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(report[k], default=_jsonable)}" for k in keys))
+    write(', "maps": {')
+    for i, (name, m) in enumerate(maps.items()):
+        write(("" if i == 0 else ", ") + json.dumps(name) + ": ")
+        _write_map(write, m, limit)
+    write("}")
+    for k in ("trace_log", "sites", "costs"):
+        if k in report:
+            write(f", {json.dumps(k)}: {json.dumps(report[k], default=_jsonable)}")
+    write("}\n")
 
 
 def _key(k: Any) -> Any:
@@ -158,7 +225,8 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _print(report: dict[str, Any]) -> None:
+def _print(report: dict[str, Any], maps: dict[str, Any], limit: int) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     con = console()
@@ -176,7 +244,10 @@ def _print(report: dict[str, Any]) -> None:
             t.add_row(s["function"], s["image"], ", ".join(s["programs"]), str(s["shared_with"]), str(s["image_bytes"]))
         con.print(t)
         con.print("costs: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report["costs"].items()))
-    for n, contents in report["maps"].items():
-        con.print(f"[bold]{n}[/]: {json.dumps(contents, default=_jsonable)}", soft_wrap=True)
+    for n, m in maps.items():
+        con.print(f"[bold]{escape(n)}[/]: ", end="")
+        con.file.flush()
+        _write_map(con.file.write, m, limit)
+        con.file.write("\n")
     for line in report["trace_log"]:
         con.print(f"trace: {line}")

@@ -103,9 +103,11 @@ as ``bytes``, ints packed little-endian, or through a codec such as
 :mod:`bpfmux.btf.codec`), see :mod:`bpfmux.emu.vm.maps`. ``vm.trace_log``
 collects ``bpf_trace_printk`` output.
 
-A runaway unverified program is stopped: the checked tier after
-``vm.max_insns`` instructions, the fast tier after ``vm.max_loop_iterations``
-iterations of one loop (EmulatorFault "does not terminate"). A VM is not
+A run executes at most ``vm.run_budget`` instructions (``VM(run_budget=)``,
+``Emulator(run_budget=)``; default 2**22), callbacks and tail calls
+included: past it, EmulatorFault "run budget of N instructions exhausted"
+(the checked tier at the first instruction past it, the fast tier at the
+next loop head or function entry). A VM is not
 thread-safe. Random programs for differential testing come from
 :mod:`bpfmux.emu.vm.progen`; the conformance runner is
 :mod:`bpfmux.emu.vm.conformance` (``bpfmux conformance DIR``).

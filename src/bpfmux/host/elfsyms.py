@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from .files import MiB, read_file
 from .globs import match
 from .ldcache import resolve_binary
 
@@ -72,6 +73,8 @@ _STB = {0: "local", 1: "global", 2: "weak", 10: "global"}  # 10 = STB_GNU_UNIQUE
 _SHN_UNDEF = 0
 _SHN_LORESERVE = 0xFF00
 _DEBUG_ROOT = "/usr/lib/debug"
+#: Largest binary (or debug file) whose symbols are read.
+MAX_BINARY_BYTES = 2048 * MiB
 
 
 class ElfSymbols:
@@ -91,8 +94,7 @@ class ElfSymbols:
     def __init__(self, path: str, debug: bool = True, *, debug_root: str = _DEBUG_ROOT) -> None:
         self.path = resolve_binary(path)
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_file(self.path, MAX_BINARY_BYTES, "binary")
         except OSError as e:
             raise NotFoundError("binary", path, f"cannot read it: {e.strerror}") from e
         self._debug_root = debug_root
@@ -134,8 +136,7 @@ class ElfSymbols:
             dbg = self._find_debug_file(debuglink)
             if dbg is not None:
                 try:
-                    with open(dbg, "rb") as f:
-                        ddata = f.read()
+                    ddata = read_file(dbg, MAX_BINARY_BYTES, "debug file")
                     dtables, _, dbid, _ = _parse_elf(ddata, dbg, with_symtab=True)
                 except (OSError, ParseError):
                     dtables, dbid = [], None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from .files import MiB, read_text
 from .globs import match
 
 __all__ = ["KernelSymbol", "KernelSymbols", "parse_kallsyms", "syscall_function"]
@@ -93,8 +94,8 @@ class KernelSymbols:
         :raises BpfError: the file cannot be read (``OSError`` subclass).
         :raises ParseError: the file is malformed.
         """
-        with open(path, encoding="ascii", errors="replace") as f:
-            return cls(parse_kallsyms(f.read(), path), path)
+        text = read_text(path, 256 * MiB, "kernel symbol list", encoding="ascii", errors="replace")
+        return cls(parse_kallsyms(text, path), path)
 
     @classmethod
     def cached(cls, path: str = "/proc/kallsyms") -> KernelSymbols:

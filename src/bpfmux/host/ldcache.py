@@ -8,6 +8,7 @@ import struct
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from .files import MiB, read_file
 
 __all__ = ["ld_cache", "parse_ld_cache", "resolve_binary"]
 
@@ -78,8 +79,7 @@ def parse_ld_cache(data: bytes, source: str = "/etc/ld.so.cache") -> list[tuple[
 
 @lru_cache(maxsize=4)
 def _ld_cache_cached(path: str, mtime_ns: int) -> tuple[tuple[str, str, int], ...]:
-    with open(path, "rb") as f:
-        return tuple(parse_ld_cache(f.read(), path))
+    return tuple(parse_ld_cache(read_file(path, 64 * MiB, "dynamic linker cache"), path))
 
 
 def ld_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, str, int]]:

@@ -12,6 +12,7 @@ import os
 from functools import lru_cache
 
 from ..errors import NotFoundError, NotSupportedError, ParseError
+from .files import read_text
 from .globs import match
 
 __all__ = [
@@ -75,8 +76,7 @@ def tracepoint_id(category: str, name: str | None = None) -> int:
         raise ParseError(f"bad tracepoint name {category}:{name}")
     path = os.path.join(tracefs_root(), "events", category, name, "id")
     try:
-        with open(path, encoding="ascii") as f:
-            text = f.read().strip()
+        text = read_text(path, 4096, "tracepoint id", encoding="ascii").strip()
     except FileNotFoundError:
         raise NotFoundError(
             "tracepoint", f"{category}:{name}", "list them with bpfmux.live.tracefs.list_tracepoints()"

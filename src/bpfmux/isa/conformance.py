@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ParseError
+from ..host.files import MiB, read_file
 from .asm import assemble
 from .insn import Insn, decode
 
@@ -208,7 +209,7 @@ def load_case(path: str | os.PathLike[str]) -> ConformanceCase:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_file(p, 16 * MiB, "conformance test").decode("utf-8")
     except UnicodeDecodeError as e:
         raise ParseError(f"not UTF-8 text: {e}", None, str(p)) from None
     return parse_case(text, name=p.stem, path=p, negative=p.parent.name == "negative")

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 _NONE: frozenset[int] = frozenset()
+_LDDW = int(LDDW)
 _R0 = frozenset({0})
 _CALLER_SAVED = frozenset({0, 1, 2, 3, 4, 5})
 _ARGS = [frozenset(range(1, n + 1)) for n in range(6)]  # r1..rn
@@ -169,6 +170,9 @@ def transfer(insn: Insn | None, slot: int) -> tuple[str, tuple[int, ...]]:
     if insn is None:
         return "fault", ()
     op = insn.opcode
+    cls = op & 0x07
+    if cls != 0x05 and cls != 0x06:  # not JMP or JMP32: falls through
+        return "next", (slot + (2 if op == _LDDW else 1),)
     if op in (JA, JA32):
         return "goto", (jump_target(insn, slot),)
     if op == EXIT_OPCODE:
@@ -210,21 +214,25 @@ class CFG:
         dominates, in reverse post-order.
     :ivar headers: loop header → set of blocks in its natural loop.
     :ivar reducible: False when some loop has more than one entry.
+
+    :param max_block: cut straight runs longer than this many instructions
+        into blocks that fall into each other (an executor that emits code
+        per block keeps its blocks small this way); ``None``: no limit.
     """
 
-    def __init__(self, code: Sequence[Insn | None], entry: int) -> None:
+    def __init__(self, code: Sequence[Insn | None], entry: int, max_block: int | None = None) -> None:
         self.code = code
         self.entry = entry
         n = len(code)
         # 1. leaders
         leaders = {entry}
-        seen: set[int] = set()
+        seen: dict[int, tuple[str, tuple[int, ...]]] = {}  # slot → its transfer
         work = [entry]
         while work:
             pc = work.pop()
             while 0 <= pc < n and pc not in seen:
-                seen.add(pc)
-                kind, targets = transfer(code[pc], pc)
+                seen[pc] = kind_targets = transfer(code[pc], pc)
+                kind, targets = kind_targets
                 if kind == "next":
                     pc = targets[0]
                     continue
@@ -237,7 +245,11 @@ class CFG:
                     leaders.add(pc)
         # 2. blocks
         self.blocks: dict[int, Block] = {}
-        for lead in leaders:
+        todo = list(leaders)[::-1]  # the leaders' own order first (pop takes from the end)
+        while todo:
+            lead = todo.pop()
+            if lead in self.blocks:
+                continue
             if not 0 <= lead < n:
                 self.blocks[lead] = Block(lead, [], OUTSIDE, ())
                 continue
@@ -247,12 +259,17 @@ class CFG:
             succs: tuple[int, ...]
             while True:
                 pcs.append(pc)
-                kind, targets = transfer(code[pc], pc)
+                kind, targets = seen.get(pc) or transfer(code[pc], pc)
                 if kind == "next":
                     nxt = targets[0]
                     if nxt in leaders or not 0 <= nxt < n:
                         if not 0 <= nxt < n:
                             self.blocks.setdefault(nxt, Block(nxt, [], OUTSIDE, ()))
+                        term, succs = FALL, (nxt,)
+                        break
+                    if max_block is not None and len(pcs) >= max_block:
+                        leaders.add(nxt)
+                        todo.append(nxt)
                         term, succs = FALL, (nxt,)
                         break
                     pc = nxt
@@ -266,19 +283,20 @@ class CFG:
             for s in blk.succs:
                 if s not in self.blocks:  # out of range targets
                     self.blocks[s] = Block(s, [], OUTSIDE, ())
-        for blk in self.blocks.values():
-            for s in dict.fromkeys(blk.succs):
-                self.blocks[s].preds.append(blk.id)
+        blocks = self.blocks
+        for blk in blocks.values():
+            for s in blk.succs:  # distinct: a conditional jump whose edges agree became a goto above
+                blocks[s].preds.append(blk.id)
         # 3. RPO (iterative DFS)
         order: list[int] = []
         visited = {entry}
-        stack = [(entry, iter(dict.fromkeys(self.blocks[entry].succs)))]
+        stack = [(entry, iter(blocks[entry].succs))]
         while stack:
             node, it = stack[-1]
             for s in it:
                 if s not in visited:
                     visited.add(s)
-                    stack.append((s, iter(dict.fromkeys(self.blocks[s].succs))))
+                    stack.append((s, iter(blocks[s].succs)))
                     break
             else:
                 stack.pop()
@@ -294,7 +312,7 @@ class CFG:
             changed = False
             for b in order[1:]:
                 new = None
-                for p in self.blocks[b].preds:
+                for p in blocks[b].preds:
                     if p in idom:
                         if new is None:
                             new = p
@@ -311,22 +329,22 @@ class CFG:
                     changed = True
         self.idom = idom
         self.children: dict[int, list[int]] = {b: [] for b in order}
-        for b in order[1:]:
+        for b in order[1:]:  # in reverse post-order, so each list of children is too
             self.children[idom[b]].append(b)
-        for kids in self.children.values():
-            kids.sort(key=idx.__getitem__)
         # 5. back edges, loops, reducibility
         self.reducible = True
         latches: dict[int, list[int]] = {}
         self.forward_preds: dict[int, int] = dict.fromkeys(order, 0)
+        forward = self.forward_preds
         for b in order:
-            for s in dict.fromkeys(self.blocks[b].succs):
-                if idx[s] <= idx[b]:
+            ib = idx[b]
+            for s in blocks[b].succs:
+                if idx[s] <= ib:
                     if not self.dominates(s, b):
                         self.reducible = False
                     latches.setdefault(s, []).append(b)
                 else:
-                    self.forward_preds[s] += 1
+                    forward[s] += 1
         self.headers: dict[int, set[int]] = {}
         for h, ls in latches.items():
             body = {h}
@@ -370,30 +388,49 @@ def live_out(cfg: CFG, rw: ReadsWrites) -> dict[int, frozenset[int]]:
         (e.g. :func:`regs_read` and :func:`regs_written` in the view the
         caller needs; ``None`` slots usually neither).
     """
-    use: dict[int, frozenset[int]] = {}
-    defs: dict[int, frozenset[int]] = {}
+    # registers as bits of an int inside; sets only at the edges
+    masks: dict[frozenset[int], int] = {}
+    sets: dict[int, frozenset[int]] = {0: _NONE}
+
+    def mask(regs: frozenset[int]) -> int:
+        m = masks.get(regs)
+        if m is None:
+            m = masks[regs] = sum(1 << r for r in regs)
+            sets.setdefault(m, frozenset(regs))
+        return m
+
+    code = cfg.code
+    use: dict[int, int] = {}
+    defs: dict[int, int] = {}
     for bid, blk in cfg.blocks.items():
-        u: set[int] = set()
-        d: set[int] = set()
+        u = d = 0
         for pc in blk.pcs:
-            r, w = rw(cfg.code[pc])
-            u |= r - d
-            d |= w
-        use[bid], defs[bid] = frozenset(u), frozenset(d)
-    live_in_ = {b: use[b] for b in cfg.blocks}
-    out_of: dict[int, frozenset[int]] = dict.fromkeys(cfg.blocks, _NONE)
+            r, w = rw(code[pc])
+            u |= mask(r) & ~d
+            d |= mask(w)
+        use[bid], defs[bid] = u, d
+    live_in_ = dict(use)
+    out_of: dict[int, int] = dict.fromkeys(cfg.blocks, 0)
+    blocks = cfg.blocks
     changed = True
     order = list(reversed(cfg.rpo))
     while changed:
         changed = False
         for b in order:
-            succs = cfg.blocks[b].succs
-            out = frozenset().union(*(live_in_[s] for s in succs)) if succs else _NONE
+            out = 0
+            for s in blocks[b].succs:
+                out |= live_in_[s]
             if out != out_of[b]:
                 out_of[b] = out
-                live_in_[b] = use[b] | (out - defs[b])
+                live_in_[b] = use[b] | (out & ~defs[b])
                 changed = True
-    return out_of
+    result: dict[int, frozenset[int]] = {}
+    for b, m in out_of.items():
+        regs = sets.get(m)
+        if regs is None:
+            regs = sets[m] = frozenset(r for r in range(16) if m >> r & 1)
+        result[b] = regs
+    return result
 
 
 def live_in(cfg: CFG, rw: ReadsWrites) -> dict[int, frozenset[int]]:

@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ..host.cache import boot_id, cache_dir, read_json, write_json
+from ..host.files import MiB, read_text
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
@@ -411,7 +412,7 @@ def _probe_link(f: Features, t: LinkType) -> Probe:
                 p = st.enter_context(load(ProgType.TRACING, AttachType.TRACE_FENTRY, _vmlinux_id("bpf_fentry_test1")))
                 st.enter_context(_sys.link_create_tracing(p, AttachType.TRACE_FENTRY))
             elif t == LinkType.PERF_EVENT:
-                tp = int(Path("/sys/kernel/tracing/events/syscalls/sys_enter_getpid/id").read_text())
+                tp = int(read_text("/sys/kernel/tracing/events/syscalls/sys_enter_getpid/id", 4096, "tracepoint id"))
                 p = st.enter_context(load(ProgType.TRACEPOINT))
                 ev = st.enter_context(_sys.perf_event_open(_sys.PerfEventAttr(type=2, config=tp), pid=-1, cpu=0))
                 st.enter_context(_sys.link_create_perf_event(p, ev))
@@ -465,7 +466,7 @@ def _probe_link(f: Features, t: LinkType) -> Probe:
 
 def _cgroup2_dir() -> str | None:
     try:
-        for line in Path("/proc/self/mounts").read_text().splitlines():
+        for line in read_text("/proc/self/mounts", 16 * MiB, "mount table").splitlines():
             parts = line.split()
             if len(parts) > 2 and parts[2] == "cgroup2":
                 return parts[1]

@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from ..errors import BpfError, NotFoundError, NotSupportedError, ParseError
 from ..host import tracefs
+from ..host.files import read_text
 from ..uapi import PerfHwId, PerfSwId, PerfType
 from . import sys as _sys
 
@@ -184,8 +185,7 @@ def pmu_type(name: str) -> int:
     """
     path = os.path.join(_PMU_ROOT, name, "type")
     try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().strip())
+        return int(read_text(path, 4096, "PMU type", encoding="ascii").strip())
     except FileNotFoundError:
         raise NotSupportedError(f"{name} PMU", f"this kernel has no {name} PMU ({path} is missing)") from None
     except ValueError:
@@ -202,8 +202,7 @@ def pmu_format_bit(pmu: str, field: str) -> int:
     """
     path = os.path.join(_PMU_ROOT, pmu, "format", field)
     try:
-        with open(path, encoding="ascii") as f:
-            text = f.read().strip()
+        text = read_text(path, 4096, "PMU format", encoding="ascii").strip()
     except FileNotFoundError:
         raise NotSupportedError(f"{pmu} PMU {field}", f"{path} is missing") from None
     return parse_format_bit(text, path)

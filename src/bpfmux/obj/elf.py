@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError, ParseError
+from ..host.files import MiB, read_file
 from ..isa.insn import decode
 from ..isa.opcodes import LDDW, CallKind, Class, Jmp, Pseudo
 from ..uapi import BtfKind, BtfVarLinkage, MapFlags, MapType
@@ -55,6 +56,10 @@ _CALL = Class.JMP | Jmp.CALL
 _INSN = struct.Struct("<BBhi")
 _LEGACY_MAP = struct.Struct("<5I")
 OBJ_NAME_LEN = 16
+#: Largest BPF object file read (a program of the kernel's 1M instructions is 8 MiB of code).
+MAX_OBJECT_BYTES = 256 * MiB
+#: Largest global data section (a map value size is a u32).
+_MAX_VALUE = 0xFFFFFFFF
 
 
 @dataclass(slots=True)
@@ -110,7 +115,8 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
     :param name: object name (default: the file name up to its first ``.``,
         as libbpf; ``"obj"`` for bytes).
     :raises ParseError: the input is not a valid BPF object (the message
-        says what is wrong and where).
+        says what is wrong and where), or the path names a device, a FIFO or
+        a file larger than :data:`MAX_OBJECT_BYTES`.
     :raises FileNotFoundError: the path does not exist.
     """
     if isinstance(obj, (bytes, bytearray, memoryview)):
@@ -119,13 +125,15 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
         default_name = "obj"
     else:
         path = Path(obj)
-        data = path.read_bytes()
+        data = read_file(path, MAX_OBJECT_BYTES, "BPF object")
         source = str(path)
         default_name = path.name.split(".", 1)[0] or "obj"
+    from ..btf.layout import TypeKindError
+
     try:
         return _Loader(data, name or default_name, source).load()
-    except NotFoundError as err:
-        # a type id or string offset that points nowhere: the object is corrupt
+    except (NotFoundError, TypeKindError) as err:
+        # a type id or string offset that points nowhere, a map field of a type without size: the object is corrupt
         raise ParseError(f"malformed BPF object: {err}", None, source) from None
     except BpfmuxError as err:
         if isinstance(err, TypeError):  # btf's TypeKindError: corrupt BTF gave a type of the wrong kind (a void key)
@@ -584,6 +592,8 @@ class _Loader:
                 continue
             if not sec.size:
                 continue
+            if sec.size > _MAX_VALUE:
+                raise self.err(f"section {sec.name!r} of {sec.size} bytes cannot be a map value (at most 4 GiB)")
             ro = sec.name.startswith(".rodata")
             m = MapSpec(sec.name, MapType.ARRAY, 4, sec.size, 1, section=sec.name,
                         kernel_name=_internal_map_name(self.name, sec.name))

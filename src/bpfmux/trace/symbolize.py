@@ -15,7 +15,8 @@ import bisect
 import contextlib
 from typing import Protocol
 
-from ..errors import BpfmuxError
+from ..errors import BpfmuxError, ParseError
+from ..host.files import MiB, read_text
 
 __all__ = ["Symbolizer", "parse_maps"]
 
@@ -92,9 +93,8 @@ class Symbolizer:
         if pid <= 0 or (pid in self._maps and not refresh):
             return
         try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-                maps = parse_maps(f.read())
-        except OSError:
+            maps = parse_maps(read_text(f"/proc/{pid}/maps", 256 * MiB, "memory map", errors="replace"))
+        except (OSError, ParseError):
             return
         if maps:
             self._maps[pid] = maps

@@ -108,18 +108,29 @@ class Emulator(api.Kernel):
         shows real addresses (default false: deterministic addresses).
     :param ncpus: CPUs of the emulated kernel (per-CPU maps keep one value
         each); default: this machine's possible CPUs, as the live kernel.
+    :param run_budget: instructions one program run may execute, callbacks
+        and tail calls included (default 2**22; see
+        :attr:`bpfmux.emu.vm.machine.VM.run_budget`).
+    :param memory_budget: bytes the emulated kernel may hold (maps, ring
+        buffers, stacks, :meth:`alloc`); default 1 GiB. Past it, creating a
+        map or allocating fails with ``BpfError`` ``ENOMEM``.
     :raises ParseError: unknown policy (a ``ValueError``), or malformed BTF.
+    :raises InvalidArgumentError: a budget below 1.
     """
 
     kind = "emulated"
 
     def __init__(self, btf: Any = "auto", *, policy: str = "clone", tier: str = "fast", verify: bool = True,
-                 kallsyms: bool = False, ncpus: int | None = None) -> None:
+                 kallsyms: bool = False, ncpus: int | None = None, run_budget: int | None = None,
+                 memory_budget: int | None = None) -> None:
         from ...host.cpus import possible_cpus
-        from ..vm.machine import VM
+        from ..vm.accounting import DEFAULT_MEMORY_BUDGET
+        from ..vm.machine import DEFAULT_RUN_BUDGET, VM
 
         self.policy = make_policy(policy)
-        self.vm = VM(tier=tier, ncpus=ncpus if ncpus is not None else possible_cpus())
+        self.vm = VM(tier=tier, ncpus=ncpus if ncpus is not None else possible_cpus(),
+                     run_budget=DEFAULT_RUN_BUDGET if run_budget is None else run_budget,
+                     memory_budget=DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
         self.memory = KernelMemory(self.vm.space)
         self.verify = verify
         self.btf = _resolve_btf(btf)
@@ -154,7 +165,15 @@ class Emulator(api.Kernel):
     # -- memory -------------------------------------------------------------
 
     def alloc(self, data: bytes | int, name: str = "kmem") -> int:
-        """Allocate kernel memory (``bytes`` to copy in, or a size); returns its address."""
+        """Allocate kernel memory (``bytes`` to copy in, or a size); returns its address.
+
+        :raises BpfError: ``ENOMEM`` past the memory budget.
+        :raises BpfmuxError: more than 4 GiB, or a negative size.
+        """
+        size = data if isinstance(data, int) else len(data)
+        if size < 0:
+            raise InvalidArgumentError(f"cannot allocate {size} bytes")
+        self.vm.memory.charge(size, f"kernel memory {name!r}")
         buf = bytearray(data) if not isinstance(data, int) else bytearray(data)
         region = self.vm.space.map(buf, name, "kernel", True)
         self._regions.append(region)

@@ -35,6 +35,11 @@ from typing import Any
 
 from ...errors import BpfmuxError, ParseError
 
+#: Most times one event may repeat.
+MAX_REPEAT = 10_000_000
+#: Largest call stream read (a file or standard input).
+MAX_STREAM_BYTES = 256 << 20
+
 
 @dataclass
 class Event:
@@ -77,8 +82,8 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>") -> Iterator[Event
         repeat = obj.get("repeat", 1)
         if not isinstance(args, list) or not all(isinstance(a, int) for a in args):
             raise ParseError(f"line {n}: args must be a list of integers", None, source)
-        if not isinstance(repeat, int) or repeat < 0:
-            raise ParseError(f"line {n}: repeat must be a non-negative integer", None, source)
+        if not isinstance(repeat, int) or not 0 <= repeat <= MAX_REPEAT:
+            raise ParseError(f"line {n}: repeat must be an integer from 0 to {MAX_REPEAT}", None, source)
         fields = obj.get("fields", {})
         if not isinstance(fields, dict):
             raise ParseError(f"line {n}: fields must be an object", None, source)
@@ -121,7 +126,10 @@ def parse_workload(spec: str) -> list[Event]:
         if not m:
             raise ParseError(f"workload item {i} ({item.strip()!r}): write FUNC(ARGS)*N, tp:SYSTEM:EVENT*N, "
                              "sys:NAME*N, user:BINARY:SYMBOL*N, sample:EVENT*N or test_run", i, "--workload")
-        n = int(m.group("n") or 1)
+        digits = m.group("n") or "1"
+        n = int(digits) if len(digits) <= 9 else MAX_REPEAT + 1
+        if n > MAX_REPEAT:
+            raise ParseError(f"workload item {i}: repeat at most {MAX_REPEAT} times", i, "--workload")
         if m.group("tp"):
             out.append(Event("fire", m.group("tp")[3:], repeat=n))
         elif m.group("sys"):
@@ -151,11 +159,13 @@ def load_events(source: str) -> list[Event]:
     import os
     import sys
 
+    from ...host.files import bounded_lines, open_text
+
     if source == "-":
-        return list(parse_calls(sys.stdin, "<stdin>"))
-    if os.path.isfile(source):
-        with open(source, encoding="utf-8") as f:
-            return list(parse_calls(f, source))
+        return list(parse_calls(bounded_lines(sys.stdin, "<stdin>", MAX_STREAM_BYTES), "<stdin>"))
+    if os.path.exists(source):
+        with open_text(source, MAX_STREAM_BYTES, "call stream") as f:
+            return list(parse_calls(bounded_lines(f, source, MAX_STREAM_BYTES), source))
     return parse_workload(source)
 
 

@@ -5,7 +5,7 @@ one instruction at a time with the kernel's semantics (see
 :mod:`bpfmux.emu` for the list), checks every load and store against the
 exact region it falls in (:meth:`AddressSpace.check`), counts executed
 instructions in :attr:`RunState.insns` and stops a runaway program after
-``VM.max_insns`` instructions. Any invalid operation raises
+``VM.run_budget`` instructions (callbacks included). Any invalid operation raises
 :class:`~bpfmux.errors.EmulatorFault` naming the instruction (slot) and, for
 memory, the address.
 
@@ -229,6 +229,13 @@ def ld_packet(rs: RunState, pc: int, size: int, where: int) -> int | None:
     return int.from_bytes(pkt[where : where + size], "big")
 
 
+def budget_fault(budget: int, pc: int | None) -> EmulatorFault:
+    """The fault that ends a run which used up its instruction budget."""
+    where = f"insn {pc}: " if pc is not None else ""
+    return EmulatorFault(f"{where}run budget of {budget} instructions exhausted: the program does not terminate, "
+                         "or needs more (raise VM.run_budget, or Emulator(run_budget=...))", pc=pc)
+
+
 def _bad(pc: int, what: str) -> EmulatorFault:
     return EmulatorFault(f"insn {pc}: invalid instruction: {what}", pc=pc)
 
@@ -249,7 +256,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
     check = space.check
     vm = rs.vm
     helpers = vm.helpers.table
-    limit = vm.max_insns
+    limit = vm.run_budget
     code = prog.code
     n = len(code)
     regs = [0] * 11
@@ -266,9 +273,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
             op, dst, src, off, imm = code[pc]
             count += 1
             if count > limit:
-                raise EmulatorFault(
-                    f"insn {pc}: more than {limit} instructions executed; the program does not terminate "
-                    "(raise VM.max_insns if it really needs more)", pc=pc)
+                raise budget_fault(limit, pc)
             cls = op & 0x07
             if cls == 0x07 or cls == 0x04:  # ALU64 / ALU
                 is64 = cls == 0x07
@@ -460,4 +465,4 @@ def _atomic(rs: RunState, regs: list[int], pc: int, dst: int, src: int, off: int
         regs[src] = old
 
 
-__all__ = ["MAX_TAIL_CALL_CNT", "alu", "condition", "endian", "interpret"]
+__all__ = ["MAX_TAIL_CALL_CNT", "alu", "budget_fault", "condition", "endian", "interpret"]

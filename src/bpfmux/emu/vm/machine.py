@@ -13,13 +13,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import BpfError, BpfmuxError, EmulatorFault, NotFoundError, NotSupportedError, VerifierError
+from ...errors import (
+    BpfError,
+    BpfmuxError,
+    EmulatorFault,
+    InvalidArgumentError,
+    NotFoundError,
+    NotSupportedError,
+    VerifierError,
+)
 from ...isa.flow import regs_written
 from ...isa.insn import Insn, canonical, decode
 from ...isa.opcodes import ADDR_SPACE_CAST, CALL, LDDW, Alu, CallKind, Class, Pseudo, Source
 from ...isa.validity import FlawKind, flaws
 from ...uapi import MapType, ProgType
 from . import interp
+from .accounting import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
@@ -28,6 +37,10 @@ from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Tas
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
 TIERS = ("checked", "fast")
+#: Instructions one run may execute unless the VM is told otherwise: 2**22,
+#: well under a second of plain code on the fast tier, about three seconds on
+#: the checked one, and seconds of callbacks (raise it for longer runs).
+DEFAULT_RUN_BUDGET = 1 << 22
 
 
 @dataclass
@@ -37,7 +50,9 @@ class RunResult:
     :ivar r0: the program's return value (u64).
     :ivar ctx: the context buffer's contents after the run (``None`` when
         the run had no context).
-    :ivar insns: instructions executed (checked tier), ``None`` (fast tier).
+    :ivar insns: instructions executed: exact on the checked tier; on the
+        fast tier those of every block entered (a block cut short by a
+        tail call counts whole).
     :ivar tier: the tier that ran it.
     """
 
@@ -102,6 +117,7 @@ class EmuProgram:
     def _prepare(self, fd_array: Sequence[int] | None) -> None:
         code = self.code
         slots = self.slots
+        self._nslots = sum(i.size for i in self.insns)
         for insn in self.insns:
             pc = len(code)
             insn, problem = runnable(insn)
@@ -149,7 +165,7 @@ class EmuProgram:
             if rel & 0x80000000:
                 rel -= 1 << 32
             target = pc + 1 + rel
-            if not 0 <= target < sum(i.size for i in self.insns):
+            if not 0 <= target < self._nslots:
                 raise VerifierError(errno.EINVAL, f"{self.name}: insn {pc}: function address points outside "
                                     "the program", program=self.name)
             self.entries.add(target)
@@ -215,8 +231,8 @@ class EmuProgram:
             rs.finish()
             if not vm._running:
                 vm._flush()
-        return RunResult(r0 & M64, None if buf is None else bytes(buf), rs.insns if tier == "checked" else None,
-                         tier)
+        executed = rs.insns if tier == "checked" else vm.run_budget - rs.left
+        return RunResult(r0 & M64, None if buf is None else bytes(buf), executed, tier)
 
     def _run_fast(self, rs: RunState, args: list[int]) -> int:
         from . import translate
@@ -247,7 +263,7 @@ class EmuProgram:
         from . import translate
 
         fns = self._fast
-        version = (self.vm.helpers.version, self.vm.max_loop_iterations, self.vm._kfunc_version, self.vm._maps_version)
+        version = (self.vm.helpers.version, self.vm._kfunc_version, self.vm._maps_version)
         if fns is None or self._fast_version != version:
             fns = self._fast = translate.compile_program(self)
             self._fast_version = version
@@ -355,20 +371,36 @@ class VM:
     :ivar kfuncs: BTF id → kfunc implementation (same signature as helpers).
     :ivar ksyms: BTF id → address, for ``lddw`` of kernel symbols.
     :ivar symbolize: ``addr -> name | None`` for ``%pS`` (optional).
-    :ivar max_insns: the checked tier stops a run after this many instructions.
-    :ivar max_loop_iterations: the fast tier stops a loop after this many
-        iterations in one entry.
+    :param memory_budget: bytes the emulated kernel may hold: maps, ring
+        buffers, stack frames (default :data:`~.accounting.DEFAULT_MEMORY_BUDGET`,
+        1 GiB); what does not fit fails with ``ENOMEM``.
+    :param run_budget: instructions one run may execute, callbacks
+        (``bpf_loop``, ``bpf_for_each_map_elem``…) and tail calls included
+        (default :data:`DEFAULT_RUN_BUDGET`).
+
+    :ivar run_budget: the run budget: a run that executes more instructions
+        ends with an :class:`~bpfmux.errors.EmulatorFault` ("run budget of N
+        instructions exhausted"); the checked tier stops at the first
+        instruction past it, the fast tier at the next loop head or function
+        entry. ``max_insns`` is the same value under its former name.
+    :ivar memory: the :class:`~.accounting.MemoryBudget` everything above is charged to.
+    :ivar max_loop_iterations: no longer used (the run budget bounds loops);
+        kept so that code setting it still runs.
     :ivar may_goto_budget: how many ``may_goto`` fall-throughs one run gets
         (the kernel's ``BPF_MAX_LOOPS``, 8M).
     :ivar hz: the tick rate of ``bpf_jiffies64``.
     """
 
     def __init__(self, *, ncpus: int = 1, cpu: int = 0, tier: str = "fast", seed: int = 0,
-                 task: Task | None = None, clock: Clock | None = None, helpers: HelperTable | None = None) -> None:
+                 task: Task | None = None, clock: Clock | None = None, helpers: HelperTable | None = None,
+                 run_budget: int = DEFAULT_RUN_BUDGET, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         if ncpus < 1:
             raise BpfmuxError("a VM needs at least one CPU")
+        if run_budget < 1:
+            raise InvalidArgumentError(f"run_budget must be at least 1 instruction, not {run_budget}")
         if tier not in TIERS:
             raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+        self.memory = MemoryBudget(memory_budget)
         self.space = AddressSpace()
         self.ncpus = ncpus
         self.cpu = cpu
@@ -385,7 +417,7 @@ class VM:
         self._maps_version = 0
         self.ksyms: dict[int, int] = {}
         self.symbolize: Callable[[int], str | None] | None = None
-        self.max_insns = 1 << 25
+        self.run_budget = run_budget
         self.max_loop_iterations = 1 << 24
         self.may_goto_budget = BPF_MAX_LOOPS
         self.hz = 250
@@ -397,6 +429,15 @@ class VM:
         self._running = 0
         self._pending: list[Region] = []
         self._closed = False
+
+    @property
+    def max_insns(self) -> int:
+        """The run budget under its former name (see :attr:`run_budget`)."""
+        return self.run_budget
+
+    @max_insns.setter
+    def max_insns(self, value: int) -> None:
+        self.run_budget = value
 
     # -- maps ----------------------------------------------------------------
 
@@ -541,6 +582,7 @@ class VM:
     def _acquire_frame(self) -> Region:
         if self._free_frames:
             return self._free_frames.pop()
+        self.memory.charge(STACK_SIZE + 512, "a program stack frame")  # frames stay in the pool until close
         return self.space.map(STACK_SIZE, "stack", "stack", True)
 
     def _release_frame(self, region: Region) -> None:
@@ -581,4 +623,4 @@ class VM:
         return self.space.region_at(addr)
 
 
-__all__ = ["TIERS", "VM", "EmuProgram", "RunResult", "SLOT_SHIFT", "BpfError", "resolve_function"]
+__all__ = ["DEFAULT_RUN_BUDGET", "TIERS", "VM", "EmuProgram", "RunResult", "SLOT_SHIFT", "BpfError", "resolve_function"]

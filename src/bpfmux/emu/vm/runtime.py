@@ -220,6 +220,10 @@ class RunState:
     :ivar tier: ``"checked"`` or ``"fast"``.
     :ivar pc: in the checked tier, the slot of the instruction being
         executed (for fault messages); ``None`` in the fast tier.
+    :ivar insns: instructions executed so far (checked tier).
+    :ivar left: what is left of the run budget (fast tier): ``VM.run_budget``
+        less the instructions charged so far; the run stops once it is
+        negative.
     """
 
     __slots__ = (
@@ -231,6 +235,7 @@ class RunState:
         "depth",
         "frames",
         "insns",
+        "left",
         "locks",
         "loops_left",
         "pc",
@@ -260,6 +265,7 @@ class RunState:
         self.depth = 0
         self.tail_calls = 0
         self.insns = 0
+        self.left = vm.run_budget
         self.loops_left = vm.may_goto_budget
         self.pc: int | None = None
         self.reservations: dict[int, Any] = {}
@@ -310,6 +316,60 @@ class RunState:
         prog, pc = resolve_function(self, addr)
         regs = [a & U64 for a in args] + [0] * (5 - len(args))
         return prog.call_subprogram(self, pc, regs[:5], self.depth + 1)
+
+    def callback(self, addr: int) -> Callable[..., int]:
+        """The BPF function at ``addr`` (a ``BPF_PSEUDO_FUNC`` address) as a
+        Python callable ``f(r1, r2, r3, r4, r5)`` returning its ``r0``, run
+        one frame deeper than the helper's caller: resolved once, for a
+        helper that calls it many times (``bpf_loop``).
+
+        :raises EmulatorFault: ``addr`` is not a function.
+        """
+        from .machine import resolve_function
+
+        prog, pc = resolve_function(self, addr)
+        depth = self.depth + 1
+        if self.tier == "checked":
+            from .interp import interpret
+
+            def run_checked(r1: int = 0, r2: int = 0, r3: int = 0, r4: int = 0, r5: int = 0) -> int:
+                return interpret(self, prog, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
+
+            return run_checked
+        fn = prog.fast_function(pc)
+
+        def run_fast(r1: int = 0, r2: int = 0, r3: int = 0, r4: int = 0, r5: int = 0) -> int:
+            return fn(self, r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64, depth)
+
+        return run_fast
+
+    def fast_callback(self, addr: int) -> tuple[Callable[..., int], int]:
+        """The fast tier's function for the BPF function at ``addr`` and the
+        call depth to give it (see :meth:`callback`).
+
+        :raises EmulatorFault: ``addr`` is not a function.
+        """
+        from .machine import resolve_function
+
+        prog, pc = resolve_function(self, addr)
+        return prog.fast_function(pc), self.depth + 1
+
+    def charge(self, count: int) -> None:
+        """Count ``count`` instructions a helper runs on the program's behalf
+        (``bpf_loop``'s own loop, as the kernel inlines it) against the run budget.
+
+        :raises EmulatorFault: the run budget is exhausted.
+        """
+        if self.tier == "checked":
+            self.insns += count
+            over = self.insns > self.vm.run_budget
+        else:
+            self.left -= count
+            over = self.left < 0
+        if over:
+            from .interp import budget_fault
+
+            raise budget_fault(self.vm.run_budget, self.pc)
 
     def frame(self, depth: int) -> tuple[int, bytearray]:
         """``(address, buffer)`` of the stack frame at call depth ``depth``,

@@ -3,12 +3,31 @@
 Each BPF function (the program's entry, every bpf-to-bpf call target and
 callback) becomes one Python function ``F<slot>(rs, r1, r2, r3, r4, r5,
 depth)`` whose registers are local variables. The function's control-flow
-graph is turned back into structured code: a natural loop becomes a ``for``
-loop over a bounded range (the watchdog: ``VM.max_loop_iterations``
-iterations per entry), a forward branch an ``if``, a join point code that
-follows (guarded by a "next block" variable only where several paths meet
-with different targets). There is no per-instruction dispatch; an irreducible
-graph falls back to a block-dispatch loop.
+graph is turned back into structured code: a natural loop becomes a ``while``
+loop, a forward branch an ``if``, a join point code that follows (guarded by
+a "next block" variable only where several paths meet with different
+targets). There is no per-instruction dispatch. A graph that cannot be
+structured this way (irreducible, or nested deeper than Python allows)
+falls back to a block-dispatch loop; a large one is split into segment
+functions so that each stays small.
+
+Translation time is linear in the program's size: long straight runs are
+cut into blocks of at most :data:`MAX_BLOCK` instructions, an expression
+nests at most :data:`MAX_FUSED` operations, the emitter recurses only where
+the code nests (chains of blocks and joins are walked in a loop, with a
+fall back past :data:`MAX_DEPTH` levels), lines are joined without copying
+(:mod:`.pysource`), and a function body is cut into parts of about
+:data:`PART_LINES` lines compiled in chunks (CPython's compiler is not linear
+in the size of one function).
+
+**Run budget.** Each function keeps the run's remaining instruction budget
+(:attr:`RunState.left`) in a local: every block charges its instruction
+count when it is entered (a block that always follows another is charged
+with it), and loop heads and function entries check it first, so a run
+stops with "run budget of N instructions exhausted" at the first loop head
+or function entry after it has executed more than ``VM.run_budget``
+instructions — callbacks of ``bpf_loop`` and friends included, since they
+share the run's budget.
 
 Memory accesses go straight to the region buffers: ``r10``-relative
 accesses with a constant offset to the frame's ``bytearray``, others through
@@ -19,12 +38,13 @@ end of the buffer; :func:`convert_exception` turns that into the same
 generated code's line → slot table and the registers in the frame.
 
 The source of a program depends only on its code and resolved constants, so
-identical programs share one compiled code object (:data:`_CODE_CACHE`).
+identical programs share compiled code objects (:data:`_CODE_CACHE`).
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import re
 import struct
@@ -38,6 +58,7 @@ from ...isa.flow import CFG, COND, EXIT, FALL, FAULT, GOTO, OUTSIDE, live_out, r
 from ...isa.insn import Insn
 from . import interp
 from .interp import INVALID, MIDDLE_OF_LDDW, s32
+from .pysource import CHARGE, JUMP, PART_ARGS, STATE, Lines, Rendered, TooDeep, render
 from .runtime import MAX_CALL_FRAMES, RunState
 
 if TYPE_CHECKING:
@@ -49,6 +70,23 @@ S64 = 1 << 63
 S32 = 1 << 31
 _SIZE = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}
 _FILE_PREFIX = "<bpf-fast "
+
+#: Longest block the emitter works on (longer straight runs are cut).
+MAX_BLOCK = 256
+#: Most ALU operations folded into one expression.
+MAX_FUSED = 4
+#: How far ahead a single use of an ALU result is looked for.
+FUSE_WINDOW = 16
+#: Deepest nesting of the structured emitter before it falls back to dispatch.
+MAX_DEPTH = 1000
+#: Lines of one Python function (part) before the body is cut.
+PART_LINES = 2000
+#: Blocks of one dispatch segment.
+SEGMENT_BLOCKS = 256
+#: Lines compiled by one call of ``compile``.
+CHUNK_LINES = 6000
+#: Programs whose source has more lines are neither cached nor kept in ``_fast_source``.
+CACHE_MAX_LINES = 50_000
 
 #: filename → (line → slot, slot → (size, write) of its memory access)
 _DEBUG: dict[str, tuple[list[int], dict[int, tuple[int, bool]]]] = {}
@@ -72,30 +110,58 @@ def _rw(insn: Insn | None) -> tuple[frozenset[int], frozenset[int]]:
     return regs_read(insn, abi=False) - _FP, regs_written(insn, abi=False)
 
 
+_NOSET: frozenset[int] = frozenset()
+_MASKS: dict[frozenset[int], int] = {}
+
+
+def _mask(regs: frozenset[int]) -> int:
+    """A register set as a bit mask."""
+    m = _MASKS.get(regs)
+    if m is None:
+        m = _MASKS[regs] = sum(1 << r for r in regs)
+    return m
+
+
+def _rw_masks(insn: Insn | None) -> tuple[int, int]:
+    reads, writes = _rw(insn)
+    return _mask(reads), _mask(writes)
+
+
+class _Charge:
+    """A ``_b -= count`` line; ``mark`` is the translator's count of exits and
+    calls when it was written (a later block may add its count only if none
+    came in between)."""
+
+    __slots__ = ("count", "mark")
+
+    def __init__(self, count: int, mark: int) -> None:
+        self.count = count
+        self.mark = mark
+
+    def __str__(self) -> str:
+        return f"_b -= {self.count}"
+
+
+class _RangeLoop:
+    """The ``for`` line of a loop whose iterations each charge ``head``: the
+    range yields the budget left after each charge and ends (into the
+    ``else``: budget exhausted) when it was negative before one."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, head: _Charge) -> None:
+        self.head = head
+
+    def __str__(self) -> str:
+        c = self.head.count
+        return f"for _b in range(_b - {c}, {-c - 1}, -{c}):"
+
+
 class _Fallback(Exception):
     """Structured emission is impossible for this function."""
 
 
-class _Lines:
-    """Generated lines, each with the slot it belongs to."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[int, str, int]] = []
-
-    def add(self, indent: int, text: str, pc: int = -1) -> None:
-        self.items.append((indent, text, pc))
-
-    def extend(self, other: _Lines, extra: int = 0) -> None:
-        self.items.extend((i + extra, t, p) for i, t, p in other.items)
-
-    def last_is_transfer(self, level: int) -> bool:
-        """Whether the last line is a transfer statement at indentation ``level``."""
-        if not self.items:
-            return False
-        ind, text, _ = self.items[-1]
-        return ind == level and text.startswith(("return", "continue", "break", "raise"))
-
-
+_Lines = Lines
 class _Func:
     """Emits one BPF function."""
 
@@ -105,12 +171,47 @@ class _Func:
         self.code = mod.prog.code
         self.entry = entry
         self.slots = mod.prog.slots
-        self.cfg = CFG(self.slots, entry)
+        self.cfg = CFG(self.slots, entry, MAX_BLOCK)
         self.sym: dict[int, tuple[Any, ...]] = {}
         self.exit_value = "r0"
         self.live_out = live_out(self.cfg, _rw)
-        self.live_after: dict[int, frozenset[int]] = {}
-        self.fusable: set[int] = set()
+        self.live_after: dict[int, int] = {}
+        self.fusable: set[int] | frozenset[int] = set()
+        self.fuse_use: dict[int, int] = {}
+        #: ``_nx`` targets some emitted line compares against (others need no ``_nx = y``)
+        self.tested: set[int] = set()
+        self._jumps: dict[tuple[int, int], _Lines] = {}
+        #: exits, loop transfers and calls emitted so far (see :class:`_Charge`)
+        self.dirty = 0
+        self.folded, self.charge = self._charges()
+        fwd = self.cfg.forward_preds
+        #: the join points each block dominates, in reverse post-order
+        self.merges: dict[int, list[int]] = {}
+        for x, kids in self.cfg.children.items():
+            ms = [c for c in kids if fwd[c] >= 2]
+            if ms:
+                self.merges[x] = ms
+
+    def _charges(self) -> tuple[set[int], dict[int, int]]:
+        """Blocks charged together with the block before them (they always
+        follow it), and the instruction count each other block charges."""
+        cfg = self.cfg
+        folded: set[int] = set()
+        for x in cfg.rpo:
+            blk = cfg.blocks[x]
+            if blk.term in (FALL, GOTO):
+                s = blk.succs[0]
+                if (s != cfg.entry and s not in cfg.headers and cfg.forward_preds.get(s, 0) == 1
+                        and not cfg.is_back_edge(x, s) and cfg.blocks[s].pcs):
+                    folded.add(s)
+        charge: dict[int, int] = {}
+        for x in reversed(cfg.rpo):
+            blk = cfg.blocks[x]
+            n = len(blk.pcs)
+            if blk.term in (FALL, GOTO) and blk.succs[0] in folded:
+                n += charge[blk.succs[0]]
+            charge[x] = n
+        return folded, charge
 
     # -- register values within a block ---------------------------------------------
     #
@@ -221,7 +322,8 @@ class _Func:
                 f"{s32(imm)} + ((({self.v(src)} & {M32}) ^ {S32}) - {S32})"
             out.add(ind, f"_v = _LDPKT(_rs, {pc}, {size}, {where})", pc)
             out.add(ind, "if _v is None:", pc)
-            out.add(ind + 1, "return 0", pc)
+            out.ret(ind + 1, "0", pc)
+            self.dirty += 1
             self.assign(0, "_v", out, ind, pc)
             return
         if cls == 0x05 and op & 0xF0 == 0x80:
@@ -256,13 +358,16 @@ class _Func:
             self.set_sym(dst, ("fp", fp + (delta if o == 0x00 else -delta)), out, ind, pc)
             return
         expr = self.alu_expr(op, dst, src, off, imm, pc, kv)
-        if dst not in self.live_after.get(pc, frozenset((dst,))):
+        if not self.live_after.get(pc, 0xFFFF) >> dst & 1:
             self.before_write(dst, out, ind, pc)  # a dead value: not computed (ALU ops have no side effects)
             return
         if pc in self.fusable:
-            self.before_write(dst, out, ind, pc)
-            self.sym[dst] = ("e", expr, frozenset(int(r) for r in _REG_RE.findall(expr)), self.fuse_use[pc])
-            return
+            depth = 1 + max((s[4] for s in (self.sym.get(dst), self.sym.get(src)) if s is not None and s[0] == "e"),
+                            default=0)
+            if depth <= MAX_FUSED:
+                self.before_write(dst, out, ind, pc)
+                self.sym[dst] = ("e", expr, frozenset(int(r) for r in _REG_RE.findall(expr)), self.fuse_use[pc], depth)
+                return
         self.assign(dst, expr, out, ind, pc)
 
     def alu_expr(self, op: int, dst: int, src: int, off: int, imm: int, pc: int, kv: int | None) -> str:
@@ -436,9 +541,12 @@ class _Func:
 
     def call(self, pc: int, op: int, dst: int, src: int, imm: int, out: _Lines, ind: int) -> None:
         mod = self.mod
+        self.dirty += 1  # a callee sees the budget as it is here: no charge may be moved before it
         args = ", ".join(self.v(r) for r in (1, 2, 3, 4, 5))
         if op & 0x08:  # callx
+            out.add(ind, "_rs.left = _b", pc)
             self.assign(0, f"_CALLX(_rs, {pc}, {self.v(dst)}, {args}, _d)", out, ind, pc)
+            out.add(ind, "_b = _rs.left", pc)
             return
         if src == 0:
             fn = mod.vm.helpers.table.get(imm)
@@ -450,12 +558,18 @@ class _Func:
                 return
             name = mod.bind(f"_H{imm}", fn)
             out.add(ind, "_rs.depth = _d", pc)
+            sync = imm == 12 or _may_run_code(fn)
+            if sync:
+                out.add(ind, "_rs.left = _b", pc)
             if imm == 12:
                 out.add(ind, f"_t = {name}(_rs, {args})", pc)
                 out.add(ind, "if _t is not None:", pc)
-                out.add(ind + 1, f"return _t.fast_function(0)(_rs, {args}, _d)", pc)
+                out.ret(ind + 1, f"_t.fast_function(0)(_rs, {args}, _d)", pc)
+                out.add(ind, "_b = _rs.left", pc)
                 return
             self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
+            if sync:
+                out.add(ind, "_b = _rs.left", pc)
             return
         if src == 1:
             target = pc + 1 + imm
@@ -466,7 +580,9 @@ class _Func:
                         f"pc={target})", pc)
                 return
             mod.want(target)
+            out.add(ind, "_rs.left = _b", pc)
             self.assign(0, f"F{target}(_rs, {args}, _d + 1)", out, ind, pc)
+            out.add(ind, "_b = _rs.left", pc)
             return
         fn = mod.vm.kfuncs.get(imm)
         if fn is None:
@@ -475,7 +591,9 @@ class _Func:
             return
         name = mod.bind(f"_K{imm}", fn)
         out.add(ind, "_rs.depth = _d", pc)
+        out.add(ind, "_rs.left = _b", pc)
         self.assign(0, f"{name}(_rs, {args}) & {M64}", out, ind, pc)
+        out.add(ind, "_b = _rs.left", pc)
 
     def stack_bytes(self, r: int, size: int) -> str | None:
         """``bytes(_S[a:b])`` when register ``r`` points at ``size`` bytes of
@@ -520,6 +638,15 @@ class _Func:
         self.assign(0, f"{name}_update(_rs, {key}, {value}, {self.v(4)}) & {M64}", out, ind, pc)
         return True
 
+    def negated(self, pc: int) -> str:
+        """The condition of the jump at ``pc``, negated (``!=`` for ``==``, …)."""
+        cond = self.condition(pc)
+        for op, neg in _NEGATE:
+            left, sep, right = cond.partition(op)
+            if sep and op not in right:
+                return f"{left}{neg}{right}"
+        return f"not ({cond})"
+
     def condition(self, pc: int) -> str:
         op, dst, src, off, imm = self.code[pc]
         o = op & 0xF0
@@ -560,60 +687,88 @@ class _Func:
             return f"{sa} <= {sb}"
         raise BpfmuxError(f"internal error: not a condition at insn {pc}")  # pragma: no cover
 
-    def block_body(self, bid: int, out: _Lines, ind: int) -> None:
-        """Statements of block ``bid`` (without its terminator's transfer)."""
+    def block_body(self, bid: int, out: _Lines, ind: int, cell: _Charge | None = None,
+                   charged: bool = False) -> _Charge | None:
+        """Statements of block ``bid`` (without its terminator's transfer),
+        after the block's charge on the run budget: added to ``cell`` (a
+        charge line emitted earlier on every path to here) when given, else
+        a charge line of its own; nothing when ``charged`` (``cell`` already
+        counts it). Returns the charge line in force."""
         blk = self.cfg.blocks[bid]
         if blk.term == OUTSIDE:
             n = len(self.code)
             out.add(ind, f"raise _E('insn {bid}: jump outside the program (0..{n - 1})', pc={bid})", bid)
-            return
-        last = blk.pcs[-1]
+            return None
+        if bid not in self.folded and not charged:
+            if cell is not None:
+                cell.count += self.charge[bid]
+            else:
+                cell = _Charge(self.charge[bid], self.dirty)
+                out.add(ind, "", bid, (CHARGE, cell))
+        pcs = blk.pcs
+        last = pcs[-1]
         self.sym = {}
+        if len(pcs) == 1 and blk.term in (GOTO, COND, EXIT):  # only the terminator: nothing to write
+            self.exit_value = "r0"
+            return cell
         self.analyse_block(blk)
-        for pc in blk.pcs:
-            if pc == last and blk.term in (GOTO, COND, EXIT):
+        stop = last if blk.term in (GOTO, COND, EXIT) else -1
+        for pc in pcs:
+            if pc == stop:
                 break
             self.stmts(pc, out, ind)
-            for d, sym in list(self.sym.items()):
-                if sym[0] == "e" and sym[3] == pc:
-                    del self.sym[d]  # its single use was this instruction
+            if self.sym:
+                for d, sym in list(self.sym.items()):
+                    if sym[0] == "e" and sym[3] == pc:
+                        del self.sym[d]  # its single use was this instruction
         if blk.term == EXIT:
             self.exit_value = self.v(0)  # other registers are dead after the exit
             self.sym = {}
-        else:
+        elif self.sym:
             live = self.live_out[bid]
             if blk.term == COND:
                 live = live | _rw(self.slots[last])[0]
             self.flush(out, ind, last, live)
+        return cell
 
     def analyse_block(self, blk: Any) -> None:
-        """Registers live after each instruction of ``blk``, and the ALU
-        results used exactly once later in the block (fused into that use)."""
+        """Registers live after each instruction of ``blk`` (bit masks), and
+        the ALU results used exactly once soon after in the block (fused into
+        that use)."""
+        pcs = blk.pcs
+        live = _mask(self.live_out[blk.id])
+        if len(pcs) == 1:
+            self.live_after = {pcs[0]: live}
+            self.fusable = _NOSET
+            return
         code = self.code
-        live = set(self.live_out[blk.id])
-        rws = [_rw(self.slots[pc]) for pc in blk.pcs]
-        after: dict[int, frozenset[int]] = {}
-        for pc, (reads, writes) in zip(reversed(blk.pcs), reversed(rws), strict=True):
-            after[pc] = frozenset(live)
-            live -= writes
-            live |= reads
+        slots = self.slots
+        rws = [_rw_masks(slots[pc]) for pc in pcs]
+        after: dict[int, int] = {}
+        for i in range(len(pcs) - 1, -1, -1):
+            after[pcs[i]] = live
+            reads, writes = rws[i]
+            live = (live & ~writes) | reads
         self.live_after = after
         fusable = set()
-        self.fuse_use: dict[int, int] = {}
-        last = blk.pcs[-1]
-        for i, pc in enumerate(blk.pcs):
+        self.fuse_use = {}
+        last = pcs[-1]
+        cond_end = self.cfg.blocks[blk.id].term == COND
+        n = len(pcs)
+        for i, pc in enumerate(pcs):
             op, dst, src, off, imm = code[pc]
-            if op & 0x07 not in (0x04, 0x07) or op > 0xFF or dst not in after[pc]:
+            if op & 0x07 not in (0x04, 0x07) or op > 0xFF or not after[pc] >> dst & 1:
                 continue
-            for j in range(i + 1, len(blk.pcs)):
+            bit = 1 << dst
+            for j in range(i + 1, min(n, i + 1 + FUSE_WINDOW)):
                 reads, writes = rws[j]
-                if dst not in reads:
+                if not reads & bit:
                     continue
-                jpc = blk.pcs[j]
+                jpc = pcs[j]
                 jop, jdst, jsrc = code[jpc][0], code[jpc][1], code[jpc][2]
                 twice = jop & 0x07 in (0x04, 0x07) and jop & 0x08 and jdst == jsrc == dst and jop & 0xF0 != 0xB0
-                cond = jpc == last and self.cfg.blocks[blk.id].term == COND
-                if not twice and not cond and (dst in writes or dst not in after[jpc]):
+                cond = jpc == last and cond_end
+                if not twice and not cond and (writes & bit or not after[jpc] & bit):
                     fusable.add(pc)
                     self.fuse_use[pc] = jpc
                 break
@@ -625,68 +780,135 @@ class _Func:
         cfg = self.cfg
         if not cfg.reducible:
             raise _Fallback("irreducible control flow")
-        out, pending = self.do_tree(cfg.entry, [], 1)
+        out, pending = self.do_tree(cfg.entry, [], 1, 0)
         if pending:
             raise _Fallback(f"unresolved targets {sorted(pending)}")  # pragma: no cover - defensive
         return out
 
-    def do_tree(self, x: int, loops: list[int], ind: int) -> tuple[_Lines, set[int]]:
+    def do_tree(self, x: int, loops: list[int], ind: int, depth: int) -> tuple[_Lines, set[int]]:
+        """Code of block ``x`` and of the blocks it dominates, and the join
+        targets its paths leave pending (``_nx``)."""
+        if depth > MAX_DEPTH:
+            raise _Fallback(f"nested deeper than {MAX_DEPTH} levels")
         cfg = self.cfg
-        merges = [c for c in cfg.children[x] if cfg.is_merge(c)]
-        if x in cfg.headers:
-            inner = loops + [x]
-            body, pending = self.node_within(x, merges, inner, ind + 1)
-            out = _Lines()
-            out.add(ind, "for _ in _LR:", x)
+        if x not in cfg.headers:
+            return self.node_within(x, loops, ind, depth)
+        out = _Lines()
+        if self._straight_loop(x):
+            # one charge per iteration and nothing else touches the budget: the loop's range counts it down
+            head = _Charge(self.charge[x], self.dirty)
+            body, pending = self.node_within(x, loops + [x], ind + 1, depth + 1, head)
+            out.add(ind, "", x, (CHARGE, _RangeLoop(head)))
             out.extend(body)
+            self.dirty += 1
             if pending and not body.last_is_transfer(ind + 1):
                 out.add(ind + 1, "break", x)
             out.add(ind, "else:", x)
-            out.add(ind + 1, f"raise _LOOPFAULT({x})", x)
-            pending = set(pending)
-            if loops and loops[-1] in pending:
-                h = loops[-1]
-                if pending == {h}:
-                    out.add(ind, "continue", x)
-                else:
-                    out.add(ind, f"if _nx == {h}:", x)
-                    out.add(ind + 1, "continue", x)
-                pending.discard(h)
-            return out, pending
-        return self.node_within(x, merges, loops, ind)
-
-    def node_within(self, x: int, merges: list[int], loops: list[int], ind: int) -> tuple[_Lines, set[int]]:
-        out = _Lines()
-        self.block_body(x, out, ind)
-        pending = self.terminator(x, loops, out, ind)
-        for y in merges:
-            sub, sub_pending = self.do_tree(y, loops, ind + 1 if pending != {y} else ind)
-            if pending == {y}:
-                out.extend(sub)
+            out.add(ind + 1, f"raise _BUDGET({x})", x)
+        else:
+            body, pending = self.node_within(x, loops + [x], ind + 1, depth + 1)
+            out.add(ind, "while True:", x)
+            out.add(ind + 1, "if _b < 0:", x)
+            out.add(ind + 2, f"raise _BUDGET({x})", x)
+            out.extend(body)
+            self.dirty += 1
+            if pending and not body.last_is_transfer(ind + 1):
+                out.add(ind + 1, "break", x)
+        pending = set(pending)
+        if loops and loops[-1] in pending:
+            h = loops[-1]
+            if pending == {h}:
+                out.add(ind, "continue", x)
             else:
-                out.add(ind, f"if _nx == {y}:", y)
-                out.extend(sub)
-            pending.discard(y)
-            pending |= sub_pending
+                self.tested.update(pending)
+                out.add(ind, f"if _nx == {h}:", x)
+                out.add(ind + 1, "continue", x)
+            pending.discard(h)
         return out, pending
 
-    def branch(self, src: int, dst: int, loops: list[int], ind: int) -> tuple[_Lines, set[int]]:
+    def _straight_loop(self, h: int) -> bool:
+        """Whether the loop headed by ``h`` charges the budget once per
+        iteration and nothing else in it does: every other block of it is
+        charged with the header, and it makes no call (a callee and the
+        caller share the budget)."""
+        blocks = self.cfg.blocks
+        code = self.code
+        for b in self.cfg.headers[h]:
+            if b != h and b not in self.folded:
+                return False
+            for pc in blocks[b].pcs:
+                if code[pc][0] in (0x85, 0x8D):
+                    return False
+        return True
+
+    def node_within(self, x: int, loops: list[int], ind: int, depth: int,
+                    head: _Charge | None = None) -> tuple[_Lines, set[int]]:
+        """Block ``x``, the blocks its branches lead to alone, then the join
+        points it dominates. A chain (a block that falls into the only block
+        it leads to; the last join point) is followed in this loop, not by
+        recursion, so long straight or diamond-chained code nests nothing."""
         cfg = self.cfg
+        fwd = cfg.forward_preds
+        rpo = cfg.rpo_index
         out = _Lines()
-        if cfg.is_back_edge(src, dst):
+        carry: set[int] = set()
+        cell: _Charge | None = head  # a loop header's charge, written by its loop
+        all_merges = self.merges
+        while True:
+            merges = all_merges.get(x, ())
+            if cell is not None and cell.mark != self.dirty:
+                cell = None
+            cell = self.block_body(x, out, ind, cell, charged=head is not None)
+            head = None
+            blk = cfg.blocks[x]
+            if not merges and blk.term in (FALL, GOTO):
+                s = blk.succs[0]
+                if rpo[s] > rpo[x] and fwd[s] < 2 and s not in cfg.headers:
+                    x = s
+                    continue
+            pending = self.terminator(x, loops, out, ind, depth)
+            nxt = None
+            for i, y in enumerate(merges):
+                guarded = pending != {y}
+                if guarded:
+                    self.tested.update(pending)
+                    out.add(ind, f"if _nx == {y}:", y)
+                pending.discard(y)
+                yind = ind + 1 if guarded else ind
+                if i == len(merges) - 1 and y not in cfg.headers:
+                    nxt = (y, yind)
+                    break
+                sub, sub_pending = self.do_tree(y, loops, yind, depth + 1)
+                out.extend(sub)
+                pending |= sub_pending
+            carry |= pending
+            if nxt is None:
+                return out, carry
+            if nxt[1] != ind:
+                cell = None  # only some paths reach the join point: it charges for itself
+            x, ind = nxt
+
+    def branch(self, src: int, dst: int, loops: list[int], ind: int, depth: int) -> tuple[_Lines, set[int]]:
+        cfg = self.cfg
+        if cfg.rpo_index[dst] <= cfg.rpo_index[src]:
+            out = _Lines()
+            self.dirty += 1
             if loops and loops[-1] == dst:
                 out.add(ind, "continue", src)
                 return out, set()
             if dst not in loops:  # pragma: no cover - a back edge always targets an enclosing loop
                 raise _Fallback("back edge to a block that is not an enclosing loop")
-            out.add(ind, f"_nx = {dst}", src)
+            out.jump(ind, dst, src)
             return out, {dst}
-        if cfg.is_merge(dst):
-            out.add(ind, f"_nx = {dst}", src)
-            return out, {dst}
-        return self.do_tree(dst, loops, ind)
+        if cfg.forward_preds[dst] >= 2:
+            jump = self._jumps.get((ind, dst))
+            if jump is None:  # one shared (never changed) line set per target and indentation
+                jump = self._jumps[(ind, dst)] = _Lines()
+                jump.jump(ind, dst, dst)
+            return jump, {dst}
+        return self.do_tree(dst, loops, ind, depth + 1)
 
-    def terminator(self, x: int, loops: list[int], out: _Lines, ind: int) -> set[int]:
+    def terminator(self, x: int, loops: list[int], out: _Lines, ind: int, depth: int) -> set[int]:
         cfg = self.cfg
         blk = cfg.blocks[x]
         term = blk.term
@@ -694,25 +916,34 @@ class _Func:
             return set()
         last = blk.pcs[-1]
         if term == EXIT:
-            out.add(ind, f"return {self.exit_value}", last)
+            self.dirty += 1
+            out.ret(ind, self.exit_value, last)
             return set()
         if term in (FALL, GOTO):
-            sub, pending = self.branch(x, blk.succs[0], loops, ind)
+            sub, pending = self.branch(x, blk.succs[0], loops, ind, depth)
             out.extend(sub)
             return pending
         assert term == COND
         cond = self.condition(last)
         taken, fall = blk.succs
-        t_lines, t_pending = self.branch(x, taken, loops, ind + 1)
-        f_lines, f_pending = self.branch(x, fall, loops, ind + 1)
+        t_lines, t_pending = self.branch(x, taken, loops, ind + 1, depth)
+        f_lines, f_pending = self.branch(x, fall, loops, ind + 1, depth)
         if not t_pending:
             out.add(ind, f"if {cond}:", last)
             out.extend(t_lines)
             out.extend(f_lines, -1)
         elif not f_pending:
-            out.add(ind, f"if not ({cond}):", last)
+            out.add(ind, f"if {self.negated(last)}:", last)
             out.extend(f_lines)
             out.extend(t_lines, -1)
+        elif t_pending == f_pending and len(t_pending) == 1 and _only_jump(t_lines):
+            out.add(ind, f"if {self.negated(last)}:", last)  # both paths go to one join point
+            out.extend(f_lines)
+            out.extend(t_lines, -1)
+        elif t_pending == f_pending and len(t_pending) == 1 and _only_jump(f_lines):
+            out.add(ind, f"if {cond}:", last)
+            out.extend(t_lines)
+            out.extend(f_lines, -1)
         else:
             out.add(ind, f"if {cond}:", last)
             out.extend(t_lines)
@@ -722,56 +953,147 @@ class _Func:
 
     # -- dispatch fallback ------------------------------------------------------------
 
-    def emit_dispatch(self) -> _Lines:
+    def emit_dispatch(self, name: str, head: list[tuple[str, int]]) -> list[Rendered]:
+        """The block-dispatch form: a loop that runs the block ``_nx`` names,
+        found by a binary search over the block ids. A function of more than
+        :data:`SEGMENT_BLOCKS` blocks is split into segment functions (each
+        its own dispatch loop) that hand control back to the main loop when
+        they leave their segment."""
         cfg = self.cfg
-        out = _Lines()
-        out.add(1, f"_nx = {cfg.entry}", cfg.entry)
-        out.add(1, "for _ in _LR:", cfg.entry)
-        for bid in cfg.rpo:
-            blk = cfg.blocks[bid]
-            out.add(2, f"if _nx == {bid}:", bid)
-            self.block_body(bid, out, 3)
-            if blk.term in (FAULT, OUTSIDE):
-                continue
-            last = blk.pcs[-1]
-            if blk.term == EXIT:
-                out.add(3, f"return {self.exit_value}", last)
-            elif blk.term in (FALL, GOTO):
-                out.add(3, f"_nx = {blk.succs[0]}", last)
-                out.add(3, "continue", last)
-            else:
-                out.add(3, f"_nx = {blk.succs[0]} if {self.condition(last)} else {blk.succs[1]}", last)
-                out.add(3, "continue", last)
-        out.add(2, "raise _E('internal error: no block ' + str(_nx))", cfg.entry)
-        out.add(1, "else:", cfg.entry)
-        out.add(2, f"raise _LOOPFAULT({cfg.entry})", cfg.entry)
+        self.tested = set()
+        order = cfg.rpo
+        if len(order) <= SEGMENT_BLOCKS:
+            body = _Lines()
+            body.add(1, f"_nx = {cfg.entry}", cfg.entry)
+            body.add(1, "while True:", cfg.entry)
+            self._segment(sorted(order), None, body, 2)
+            return [render(name, head, body, self.tested, 1 << 60)]
+        e = self.entry
+        segments = [order[i : i + SEGMENT_BLOCKS] for i in range(0, len(order), SEGMENT_BLOCKS)]
+        table: dict[int, str] = {}
+        out = []
+        body = _Lines()
+        body.add(1, f"_nx = {cfg.entry}", cfg.entry)
+        body.add(1, "while True:", cfg.entry)
+        body.add(2, f"{STATE}, _ret = _SEG{e}[_nx]({PART_ARGS})", cfg.entry)
+        body.add(2, "if _ret is not None:", cfg.entry)
+        body.add(3, "return _ret", cfg.entry)
+        out.append(render(name, head, body, self.tested, 1 << 60))
+        for k, ids in enumerate(segments):
+            fname = f"{name}_s{k}"
+            members = set(ids)
+            for bid in ids:
+                table[bid] = fname
+            seg = _Lines()
+            seg.add(1, "while True:", ids[0])
+            self._segment(sorted(ids), members, seg, 2)
+            out.append(render(fname, [(f"def {fname}({PART_ARGS}):", ids[0])], seg, self.tested, 1 << 60, state=True))
+        self.mod.segments[f"_SEG{e}"] = table
+        self.mod.globals[f"_SEG{e}"] = {}
         return out
 
-    def emit(self, force_dispatch: bool = False) -> _Lines:
-        head = _Lines()
+    def _segment(self, ids: list[int], members: set[int] | None, out: _Lines, ind: int) -> None:
+        """A dispatch loop body over the sorted block ids ``ids``; targets
+        outside ``members`` (``None``: all are inside) return to the caller."""
+        out.add(ind, "if _b < 0:", ids[0])
+        out.add(ind + 1, "raise _BUDGET(_nx)", ids[0])
+        # the binary search tree, written in order without recursion: (lo, hi, indent, after an "else:")
+        stack: list[tuple[int, int, int, bool]] = [(0, len(ids), ind, False)]
+        while stack:
+            lo, hi, d, is_else = stack.pop()
+            if is_else:
+                out.add(d, "else:", ids[lo])
+                d += 1
+            if hi - lo == 1:
+                self._leaf(ids[lo], members, out, d)
+                continue
+            mid = (lo + hi) // 2
+            out.add(d, f"if _nx < {ids[mid]}:", ids[lo])
+            stack.append((mid, hi, d, True))
+            stack.append((lo, mid, d + 1, False))
+
+    def _leaf(self, bid: int, members: set[int] | None, out: _Lines, ind: int) -> None:
+        cfg = self.cfg
+        blk = cfg.blocks[bid]
+        self.block_body(bid, out, ind)
+        if blk.term in (FAULT, OUTSIDE):
+            return
+        last = blk.pcs[-1]
+        if blk.term == EXIT:
+            out.ret(ind, self.exit_value, last)
+            return
+        if blk.term in (FALL, GOTO):
+            self._goto(blk.succs[0], members, out, ind, last)
+            return
+        taken, fall = blk.succs
+        cond = self.condition(last)
+        if members is None or (taken in members and fall in members):
+            out.add(ind, f"_nx = {taken} if {cond} else {fall}", last)
+            out.add(ind, "continue", last)
+            return
+        out.add(ind, f"if {cond}:", last)
+        self._goto(taken, members, out, ind + 1, last)
+        self._goto(fall, members, out, ind, last)
+
+    def _goto(self, target: int, members: set[int] | None, out: _Lines, ind: int, pc: int) -> None:
+        out.add(ind, f"_nx = {target}", pc)
+        if members is None or target in members:
+            out.add(ind, "continue", pc)
+        else:
+            out.add(ind, f"return {STATE}, None", pc)
+
+    def emit(self, force_dispatch: bool = False) -> list[Rendered]:
+        """The Python functions of this BPF function (the main one first)."""
         e = self.entry
-        head.add(0, f"def F{e}(_rs, r1, r2, r3, r4, r5, _d):", e)
-        head.add(1, "r10, _S = _rs.frame(_d)", e)
-        head.add(1, "r10 += 512", e)
-        head.add(1, "r0 = r6 = r7 = r8 = r9 = 0", e)
-        body = None
+        name = f"F{e}"
+        head = [
+            (f"def {name}(_rs, r1, r2, r3, r4, r5, _d):", e),
+            ("    r10, _S = _rs.frame(_d)", e),
+            ("    r10 += 512", e),
+            ("    r0 = r6 = r7 = r8 = r9 = 0", e),
+            ("    _b = _rs.left", e),
+            ("    if _b < 0:", e),
+            (f"        raise _BUDGET({e})", e),
+        ]
         if not force_dispatch:
             limit = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(limit, 20000 + 20 * len(self.code)))
+            sys.setrecursionlimit(max(limit, 12 * MAX_DEPTH + 2000))
             try:
-                body = self.emit_structured()
-            except (_Fallback, RecursionError):
-                body = None
+                return [render(name, head, self.emit_structured(), self.tested, PART_LINES)]
+            except (_Fallback, TooDeep, RecursionError):
+                pass
             finally:
                 sys.setrecursionlimit(limit)
-        if body is None:
-            body = self.emit_dispatch()
-        head.extend(body)
-        return head
+        return self.emit_dispatch(name, head)
+
+
+#: Comparisons and their negations (``>=`` before ``>``: the longer operator first).
+_NEGATE = ((" == ", " != "), (" != ", " == "), (" >= ", " < "), (" <= ", " > "), (" > ", " <= "), (" < ", " >= "))
+
+
+def _may_run_code(fn: Any) -> bool:
+    """Whether helper ``fn`` may run program code (callbacks) or charge the
+    run budget itself: any helper but the built-in ones known not to, which
+    need no copy of the budget in :attr:`RunState.left`."""
+    module = getattr(fn, "__module__", "") or ""
+    return not module.startswith(_HELPERS_PACKAGE) or getattr(fn, "__name__", "") in _CALLBACK_HELPERS
+
+
+_HELPERS_PACKAGE = __package__ + ".helpers"
+#: Built-in helpers that call back into the program or charge the budget.
+_CALLBACK_HELPERS = frozenset({"bpf_loop", "for_each_map_elem"})
+
+
+def _only_jump(lines: _Lines) -> bool:
+    """Whether ``lines`` is one ``_nx = y`` line."""
+    if len(lines.items) != 1:
+        return False
+    item = lines.items[0]
+    return len(item) == 4 and isinstance(item[3], tuple) and item[3][0] == JUMP
 
 
 class _Module:
-    """Emits every function of a program into one Python module."""
+    """Emits every function of a program into Python source chunks."""
 
     def __init__(self, prog: EmuProgram) -> None:
         self.prog = prog
@@ -779,6 +1101,8 @@ class _Module:
         self.globals: dict[str, Any] = {}
         self.debug: dict[int, tuple[int, bool]] = {}
         self.wanted: list[int] = []
+        #: name of a dispatch table → block id → segment function name
+        self.segments: dict[str, dict[int, str]] = {}
 
     def bind(self, name: str, value: Any) -> str:
         self.globals[name] = value
@@ -789,27 +1113,34 @@ class _Module:
             self.prog.entries.add(entry)
         self.wanted.append(entry)
 
-    def build(self, dispatch: bool = False) -> tuple[str, list[int]]:
+    def build(self, dispatch: bool = False) -> list[tuple[str, list[int]]]:
+        """The program as source chunks, each ``(source, line → slot)``
+        (line numbers from 1; ``-1``: no slot)."""
         done: set[int] = set()
         todo = sorted(self.prog.entries)
-        chunks: list[_Lines] = []
+        chunks: list[tuple[str, list[int]]] = []
+        text: list[str] = []
+        line_pc = [-1]
         while todo:
             e = todo.pop()
             if e in done:
                 continue
             done.add(e)
-            chunks.append(_Func(self, e).emit(dispatch))
+            for rendered in _Func(self, e).emit(dispatch):
+                for _, lines in rendered.functions:
+                    if len(line_pc) > CHUNK_LINES:
+                        chunks.append(("\n".join(text) + "\n", line_pc))
+                        text, line_pc = [], [-1]
+                    for t, pc in lines:
+                        text.append(t)
+                        line_pc.append(pc)
+                    text.append("")
+                    line_pc.append(-1)
             todo.extend(w for w in self.wanted if w not in done)
             self.wanted.clear()
-        text: list[str] = []
-        line_pc = [-1]
-        for chunk in chunks:
-            for ind, t, pc in chunk.items:
-                text.append("    " * ind + t)
-                line_pc.append(pc)
-            text.append("")
-            line_pc.append(-1)
-        return "\n".join(text) + "\n", line_pc
+        if text:
+            chunks.append(("\n".join(text) + "\n", line_pc))
+        return chunks
 
 
 def _base_globals(vm: Any) -> dict[str, Any]:
@@ -824,8 +1155,7 @@ def _base_globals(vm: Any) -> dict[str, Any]:
         "_LDPKT": interp.ld_packet,
         "_MAYGOTO": _may_goto,
         "_CALLX": _callx,
-        "_LR": range(vm.max_loop_iterations),
-        "_LOOPFAULT": _loop_fault(vm.max_loop_iterations),
+        "_BUDGET": _budget_fault(vm),
     }
     for n, st in _ST.items():
         g[f"_U{n}"] = st.unpack_from
@@ -846,10 +1176,9 @@ def _raise_bad(pc: int, what: str) -> None:
     raise interp._bad(pc, what)
 
 
-def _loop_fault(limit: int) -> Callable[[int], EmulatorFault]:
+def _budget_fault(vm: Any) -> Callable[[int], EmulatorFault]:
     def fault(pc: int) -> EmulatorFault:
-        return EmulatorFault(f"insn {pc}: loop ran more than {limit} iterations; the program does not terminate "
-                             "(raise VM.max_loop_iterations if it really needs more)", pc=pc)
+        return interp.budget_fault(vm.run_budget, pc)
 
     return fault
 
@@ -892,31 +1221,46 @@ def compile_program(prog: EmuProgram, dispatch: bool = False) -> dict[int, Calla
 
     ``dispatch=True`` forces the block-dispatch form (used by tests to check
     that both forms agree).
+
+    :raises BpfmuxError: not even the dispatch form compiles.
     """
     mod = _Module(prog)
-    source, line_pc = mod.build(dispatch)
-    # the line → slot table is part of the key: different programs can translate to the same source
-    key = source + repr(line_pc) + repr(sorted(mod.debug.items()))
-    digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
-    filename = f"{_FILE_PREFIX}{prog.name} {digest}>"
-    code = _CODE_CACHE.get(filename)
-    if code is None:
-        try:
-            code = compile(source, filename, "exec")
-        except (SyntaxError, RecursionError, MemoryError, SystemError) as e:
-            if dispatch:
-                raise BpfmuxError(f"fast tier: cannot compile {prog.name!r}: {e}") from e
-            return compile_program(prog, dispatch=True)
-        if len(_CODE_CACHE) >= _CODE_CACHE_MAX:
-            _CODE_CACHE.pop(next(iter(_CODE_CACHE)))
-        _CODE_CACHE[filename] = code
-        _DEBUG[filename] = (line_pc, dict(mod.debug))
+    collect = gc.isenabled()
+    gc.disable()  # translation makes many objects and frees none: collecting as it goes is wasted work
+    try:
+        chunks = mod.build(dispatch)
+    finally:
+        if collect:
+            gc.enable()
+    total = sum(len(lines) for _, lines in chunks)
+    cache = total <= CACHE_MAX_LINES
     ns = _base_globals(prog.vm)
     ns.update(mod.globals)
-    exec(code, ns)
-    prog._fast_source = source
+    for source, line_pc in chunks:
+        # the line → slot table is part of the key: different programs can translate to the same source
+        pcs = set(line_pc)
+        debug = {pc: v for pc, v in mod.debug.items() if pc in pcs}
+        key = source + repr(line_pc) + repr(sorted(debug.items()))
+        digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+        filename = f"{_FILE_PREFIX}{prog.name} {digest}>"
+        code = _CODE_CACHE.get(filename)
+        if code is None:
+            try:
+                code = compile(source, filename, "exec")
+            except (SyntaxError, RecursionError, MemoryError, SystemError) as e:
+                if dispatch:
+                    raise BpfmuxError(f"fast tier: cannot compile {prog.name!r}: {e}") from e
+                return compile_program(prog, dispatch=True)
+            if cache:
+                if len(_CODE_CACHE) >= _CODE_CACHE_MAX:
+                    _CODE_CACHE.pop(next(iter(_CODE_CACHE)))
+                _CODE_CACHE[filename] = code
+            _DEBUG[filename] = (line_pc, debug)
+        exec(code, ns)
+    for table, targets in mod.segments.items():
+        ns[table].update((bid, ns[fname]) for bid, fname in targets.items())
+    prog._fast_source = "".join(source for source, _ in chunks) if cache else None
     return {e: ns[f"F{e}"] for e in prog.entries if f"F{e}" in ns}
-
 
 def _generated_frame(tb: types.TracebackType | None) -> tuple[types.TracebackType | None, bool]:
     """The innermost traceback entry in generated code, and whether it is

@@ -47,10 +47,12 @@ generator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import difflib
 import os
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,6 +61,7 @@ from ...btf import Btf
 from ...btf.layout import FieldInfo
 from ...btf.types import Array, Composite, Enum, Int, Ptr, Type, Union
 from ...errors import BpfmuxError, NotFoundError
+from ...host.files import read_text
 
 __all__ = [
     "ANON_NAMES",
@@ -562,8 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = render(btf)
     if args.check:
         try:
-            with open(args.output, encoding="utf-8") as f:
-                old = f.read()
+            old = read_text(args.output, 64 << 20, "generated module")
         except FileNotFoundError:
             old = ""
         if old == text:
@@ -573,10 +575,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.output} is not what this kernel's BTF generates; run python3 -m bpfmux.live.sys.generate",
               file=sys.stderr)  # fmt: skip
         return 1
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, args.output)
+    # a fresh O_EXCL file beside the output, never a fixed name another user could have planted a link at
+    fd, tmp = tempfile.mkstemp(prefix=".generate-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(args.output)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, args.output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return 0
 
 

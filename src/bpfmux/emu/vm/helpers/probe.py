@@ -24,8 +24,19 @@ def _user(rs: RunState) -> AddressSpace | None:
     return rs.task.memory
 
 
+def _destination(rs: RunState, dst: int, size: int) -> None:
+    """Check that ``size`` bytes at ``dst`` are writable before anything of
+    that size is read or made (``size`` comes from the program: up to 4 GiB).
+
+    :raises EmulatorFault: they are not.
+    """
+    if size:
+        rs.space.check(dst, size, True, rs.pc)
+
+
 def _read(rs: RunState, space: AddressSpace | None, dst: int, size: int, src: int) -> int:
     size &= 0xFFFFFFFF
+    _destination(rs, dst, size)
     data = space.try_read(src, size) if space is not None else None
     if data is None:
         rs.write(dst, bytes(size))
@@ -38,6 +49,7 @@ def _read_str(rs: RunState, space: AddressSpace | None, dst: int, size: int, src
     size &= 0xFFFFFFFF
     if size == 0:
         return 0
+    _destination(rs, dst, size)
     data = space.try_read_str(src, size) if space is not None else None
     if data is None:
         rs.write(dst, bytes(size))

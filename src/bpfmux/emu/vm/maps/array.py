@@ -17,7 +17,7 @@ from ....codecs import IntCodec
 from ....errors import BpfError, BpfmuxError
 from ....uapi import MapFlags, MapType
 from ..memory import Region
-from .base import EXIST, NOEXIST, EmuMap, check_update_flags, round8
+from .base import ELEMENT_OVERHEAD, EXIST, NOEXIST, PERCPU_VALUE_MAX, EmuMap, check_update_flags, round8
 
 if TYPE_CHECKING:
     from ..runtime import RunState
@@ -42,15 +42,21 @@ class ArrayMap(EmuMap):
     percpu = False
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
+        self.stride = round8(value_size)
+        self._ncpu = vm.ncpus if self.percpu else 1
         super().__init__(vm, key_size, value_size, max_entries, **kw)
         if self.key_codec is None and key_size == 4:  # an index, as the live kernel's arrays give it
             self.key_codec = IntCodec(4)
-        self.stride = round8(value_size)
-        ncpu = vm.ncpus if self.percpu else 1
-        self.storage = [bytearray(self.stride * max_entries) for _ in range(ncpu)]
+        self._prog_writable = not (self.flags & MapFlags.RDONLY_PROG)
+
+    def _footprint(self) -> int:
+        return self._ncpu * self.stride * self.max_entries
+
+    def _allocate(self) -> None:
+        ncpu = self._ncpu
+        self.storage = [bytearray(self.stride * self.max_entries) for _ in range(ncpu)]
         self._views = [memoryview(s) for s in self.storage]
         self._regions: list[dict[int, Region]] = [{} for _ in range(ncpu)]
-        self._prog_writable = not (self.flags & MapFlags.RDONLY_PROG)
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         super()._validate(key_size, value_size, max_entries, flags)
@@ -58,6 +64,9 @@ class ArrayMap(EmuMap):
             raise BpfError(errno.EINVAL, f"{self.type.name} map: key_size must be 4 (got {key_size})")
         if value_size == 0:
             raise BpfError(errno.EINVAL, f"{self.type.name} map: value_size must be at least 1")
+        if self.percpu and round8(value_size) > PERCPU_VALUE_MAX:
+            raise BpfError(errno.E2BIG, f"{self.type.name} map: a per-CPU value is at most {PERCPU_VALUE_MAX} bytes "
+                           f"(got {value_size})")
 
     @property
     def data(self) -> bytearray:
@@ -76,6 +85,7 @@ class ArrayMap(EmuMap):
         regions = self._regions[cpu]
         region = regions.get(index)
         if region is None:
+            self._charged += self.vm.memory.charge(ELEMENT_OVERHEAD, f"a value of {self.type.name} map {self.name!r}")
             start = index * self.stride
             view = self._views[cpu][start : start + self.value_size]
             region = self.vm.space.map(view, f"{self.name or f'map{self.id}'}[{index}]", "map_value", self._prog_writable, self)

@@ -43,6 +43,12 @@ class Codec(Protocol):
     def decode(self, data: bytes) -> Any: ...
 
 
+#: ``PCPU_MIN_UNIT_SIZE``: the largest per-CPU value (rounded to 8).
+PERCPU_VALUE_MAX = 32 * 1024
+#: Python's cost of one stored element beyond its bytes (objects, dict entry).
+ELEMENT_OVERHEAD = 160
+
+
 def round8(n: int) -> int:
     """``n`` rounded up to a multiple of 8 (the kernel's value stride)."""
     return (n + 7) & ~7
@@ -67,6 +73,8 @@ class EmuMap(api.Map):
     type: MapType = MapType.UNSPEC
     #: True when programs may look values up (and get a pointer).
     has_values = True
+    #: Bytes this map holds beyond its storage (the object, its fd and handle).
+    OVERHEAD = 1024
 
     def __init__(self, vm: VM, key_size: int, value_size: int, max_entries: int, *, flags: int = 0,
                  name: str = "", key_codec: Codec | None = None, value_codec: Codec | None = None) -> None:
@@ -78,6 +86,7 @@ class EmuMap(api.Map):
         self.flags = flags  # type: ignore[assignment]  # the raw flag word; api.Map declares MapFlags
         self._fd = self.id = self.handle = -1
         self._closed = True
+        self._charged = 0
         self._validate(key_size, value_size, max_entries, flags)
         self.key_codec = key_codec
         self.value_codec = value_codec
@@ -85,6 +94,20 @@ class EmuMap(api.Map):
         #: Offset of a ``struct bpf_spin_lock`` in the value (set from BTF by
         #: the loader); ``BPF_F_LOCK`` is only valid when there is one.
         self.spin_lock_off: int | None = None
+        # the memory first, then the storage, then the fd: a map that exists has all three
+        what = f"{self.type.name} map {name!r}"
+        self._charged = vm.memory.charge(self.OVERHEAD + self._footprint(), what)
+        try:
+            self._allocate()
+        except MemoryError:
+            vm.memory.release(self._charged)
+            self._charged = 0
+            raise BpfError(errno.ENOMEM, f"{what}: this machine has no memory left for its storage "
+                           f"({self.max_entries} entries)") from None
+        except BaseException:
+            vm.memory.release(self._charged)
+            self._charged = 0
+            raise
         self._closed = False
         self._fd, self.id, self.handle = vm._register_map(self)
 
@@ -100,6 +123,13 @@ class EmuMap(api.Map):
             raise BpfError(errno.EBADF, f"map {self.name!r} is closed")
         return self._fd
 
+    def _footprint(self) -> int:
+        """Bytes the map's storage will hold (charged before :meth:`_allocate`)."""
+        return 0
+
+    def _allocate(self) -> None:
+        """Make the map's storage (subclasses); runs before the map gets its fd."""
+
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         if key_size < 0 or value_size < 0 or max_entries < 0:
             raise BpfError(errno.EINVAL, f"{self.type.name} map: sizes must not be negative")
@@ -113,8 +143,12 @@ class EmuMap(api.Map):
         if self._closed:
             return
         self._closed = True
-        self._release()
-        self.vm._unregister_map(self)
+        try:
+            self._release()
+        finally:
+            self.vm.memory.release(self._charged)
+            self._charged = 0
+            self.vm._unregister_map(self)
 
     def _release(self) -> None:
         """Unmap the map's regions (subclasses)."""

@@ -28,7 +28,12 @@ class _FdArray(EmuMap):
         super().__init__(vm, key_size, value_size, max_entries, **kw)
         if self.key_codec is None and key_size == 4:  # an index, as the live kernel's arrays give it
             self.key_codec = IntCodec(4)
-        self.slots: list[Any] = [None] * max_entries
+
+    def _footprint(self) -> int:
+        return 8 * self.max_entries  # one pointer per slot
+
+    def _allocate(self) -> None:
+        self.slots: list[Any] = [None] * self.max_entries
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         super()._validate(key_size, value_size, max_entries, flags)

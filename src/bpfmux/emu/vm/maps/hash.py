@@ -32,9 +32,16 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BpfError, BpfmuxError
-from ....uapi import MapType
+from ....uapi import MapFlags, MapType
 from ..memory import Region
-from .base import EXIST, NOEXIST, EmuMap, check_update_flags, round8
+from .base import ELEMENT_OVERHEAD, EXIST, NOEXIST, PERCPU_VALUE_MAX, EmuMap, check_update_flags, round8
+
+#: ``KMALLOC_MAX_SIZE`` on x86-64 (4 KiB pages).
+_KMALLOC_MAX_SIZE = 4 << 20
+
+
+def _roundup_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
 
 if TYPE_CHECKING:
     from ..runtime import RunState
@@ -57,20 +64,46 @@ class HashMap(EmuMap):
     lru = False
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
-        super().__init__(vm, key_size, value_size, max_entries, **kw)
-        self.elems: OrderedDict[bytes, _Elem] = OrderedDict() if self.lru else {}  # type: ignore[assignment]  # a dict unless LRU; only LRU uses move_to_end/popitem(last=)
         self.ncpu = vm.ncpus if self.percpu else 1
         self.evictions = 0
+        self._dynamic = 0  # bytes charged for elements of a map that is not preallocated
+        super().__init__(vm, key_size, value_size, max_entries, **kw)
+
+    @property
+    def preallocated(self) -> bool:
+        """Whether every element's memory is taken at creation (no ``BPF_F_NO_PREALLOC``; LRU maps always)."""
+        return self.lru or not self.flags & MapFlags.NO_PREALLOC
+
+    def _element_size(self) -> int:
+        return ELEMENT_OVERHEAD + round8(self.key_size) + self.ncpu * (round8(self.value_size) + 64)
+
+    def _footprint(self) -> int:
+        buckets = 16 * _roundup_pow2(self.max_entries)
+        return buckets + (self.max_entries * self._element_size() if self.preallocated else 0)
+
+    def _allocate(self) -> None:
+        self.elems: OrderedDict[bytes, _Elem] = OrderedDict() if self.lru else {}  # type: ignore[assignment]  # a dict unless LRU; only LRU uses move_to_end/popitem(last=)
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         super()._validate(key_size, value_size, max_entries, flags)
         if key_size == 0 or value_size == 0:
             raise BpfError(errno.EINVAL, f"{self.type.name} map: key_size and value_size must be at least 1")
+        # the kernel's limits (htab_map_alloc_check, htab_map_alloc)
+        if max_entries > 1 << 31 or _roundup_pow2(max_entries) > 0xFFFFFFFF // 16:
+            raise BpfError(errno.E2BIG, f"{self.type.name} map: max_entries {max_entries} is more buckets than "
+                           "the kernel makes (at most 2**28)")
+        if value_size >= _KMALLOC_MAX_SIZE - 512 - 48:
+            raise BpfError(errno.E2BIG, f"{self.type.name} map: value_size {value_size} is too large for one element")
+        if self.percpu and round8(value_size) > PERCPU_VALUE_MAX:
+            raise BpfError(errno.E2BIG, f"{self.type.name} map: a per-CPU value is at most {PERCPU_VALUE_MAX} bytes "
+                           f"(got {value_size})")
 
     def _release(self) -> None:
         for elem in self.elems.values():
             self._unmap(elem, now=True)
         self.elems.clear()
+        self._charged += self._dynamic
+        self._dynamic = 0
 
     def _unmap(self, elem: _Elem, now: bool = False) -> None:
         for i, region in enumerate(elem.regions):
@@ -84,6 +117,7 @@ class HashMap(EmuMap):
     def _region(self, elem: _Elem, cpu: int) -> Region:
         region = elem.regions[cpu]
         if region is None:
+            self._charged += self.vm.memory.charge(ELEMENT_OVERHEAD, f"a value of {self.type.name} map {self.name!r}")
             region = self.vm.space.map(elem.bufs[cpu], f"{self.name or f'map{self.id}'}[{elem.key.hex()}]", "map_value", True, self)
             elem.regions[cpu] = region
         return region
@@ -118,6 +152,11 @@ class HashMap(EmuMap):
             _, victim = elems.popitem(last=False)
             self._unmap(victim)
             self.evictions += 1
+        elif not self.preallocated:  # BPF_F_NO_PREALLOC: the element's memory now
+            size = self._element_size()
+            if not self.vm.memory.fits(size):
+                return -errno.ENOMEM
+            self._dynamic += self.vm.memory.charge(size, f"an element of {self.type.name} map {self.name!r}")
         if values is not None:
             bufs = [bytearray(v) for v in values]
         else:
@@ -131,6 +170,10 @@ class HashMap(EmuMap):
         if elem is None:
             return -errno.ENOENT
         self._unmap(elem)
+        if not self.preallocated:
+            size = self._element_size()
+            self.vm.memory.release(size)
+            self._dynamic -= size
         return 0
 
     # -- programs ------------------------------------------------------------------

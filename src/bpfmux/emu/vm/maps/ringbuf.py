@@ -83,12 +83,18 @@ class RingBufMap(EmuMap):
     has_values = False
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
-        super().__init__(vm, key_size, value_size, max_entries, **kw)
-        self.records: deque[_Record] = deque()
         self.prod_pos = 0
         self.cons_pos = 0
         self.submitted = 0
         self.on_record: Callable[[], None] | None = None
+        super().__init__(vm, key_size, value_size, max_entries, **kw)
+
+    def _footprint(self) -> int:
+        # the data area (records and reserved regions never hold more), a header per smallest record
+        return self.max_entries + (self.max_entries // 8) * 8
+
+    def _allocate(self) -> None:
+        self.records: deque[_Record] = deque()
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         if key_size or value_size:

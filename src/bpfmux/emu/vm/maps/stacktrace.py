@@ -36,11 +36,13 @@ class StackTraceMap(EmuMap):
     has_values = False
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
+        self.n_buckets = 1 << max(0, (max_entries - 1).bit_length())
         super().__init__(vm, key_size, value_size, max_entries, **kw)
-        n = 1
-        while n < max_entries:
-            n <<= 1
-        self.n_buckets = n
+
+    def _footprint(self) -> int:
+        return 8 * self.n_buckets + self.max_entries * (self.value_size + 32)  # as the kernel preallocates
+
+    def _allocate(self) -> None:
         self.buckets: dict[int, tuple[int, ...]] = {}
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
@@ -48,6 +50,8 @@ class StackTraceMap(EmuMap):
         if key_size != 4 or value_size < 8 or value_size % 8 or value_size // 8 > MAX_STACK_DEPTH:
             raise BpfError(errno.EINVAL, "STACK_TRACE map: key_size must be 4 and value_size a multiple of 8 "
                            f"up to {MAX_STACK_DEPTH * 8}")
+        if max_entries > 1 << 31:
+            raise BpfError(errno.E2BIG, f"STACK_TRACE map: max_entries {max_entries} is more than 2**31")
 
     def get_stackid(self, rs: RunState, flags: int) -> int:
         """``bpf_get_stackid``: the stack id or ``-errno``."""
