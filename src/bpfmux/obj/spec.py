@@ -358,7 +358,8 @@ class ObjectSpec:
             if chosen is not None and ps.name not in chosen:
                 skipped[ps.name] = "not selected"
             elif chosen is None and not ps.autoload:
-                skipped[ps.name] = "section starts with '?' (not loaded by default)"
+                skipped[ps.name] = ("section starts with '?' (not loaded by default)" if ps.section.startswith("?")
+                                    else "autoload turned off")
             else:
                 load.append(ps)
         return load, skipped

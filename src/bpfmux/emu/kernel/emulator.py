@@ -178,11 +178,13 @@ class Emulator(api.Kernel):
 
     def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
              programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
-             log_level: int = 0) -> EmulatedCollection:
+             log_level: int = 0, partial: bool = False) -> EmulatedCollection:
         """Load an object (see :meth:`bpfmux.api.Kernel.load`): maps created
         (global data filled, ``.rodata`` frozen), programs relocated against
         this emulator's BTF, verified and loaded.
 
+        :param partial: programs that fail are recorded in ``coll.failed``
+            with their errors, the others load.
         :raises VerifierError: a program was rejected (``.log`` says why).
         :raises NotFoundError: an attach target or map is missing, or a name
             in ``programs`` is not a program of the object.
@@ -191,7 +193,7 @@ class Emulator(api.Kernel):
         """
         spec = as_spec(spec_or_path)
         coll = EmulatedCollection(spec)
-        EmulatedLoader(self, spec, coll).load(programs, kconfig, log_level)
+        EmulatedLoader(self, spec, coll).load(programs, kconfig, log_level, partial)
         return coll
 
     def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
