@@ -398,11 +398,21 @@ class VM:
         self._pending: list[Region] = []
         self._closed = False
 
+    def ksym_address(self, btf_id: int) -> int | None:
+        """The address of the kernel symbol with BTF id ``btf_id``:
+        :attr:`ksyms`, else :attr:`ksym_resolver` (``None``: unknown)."""
+        addr = self.ksyms.get(btf_id)
+        if addr is None and self.ksym_resolver is not None:
+            addr = self.ksym_resolver(btf_id)
+            if addr is not None:
+                self.ksyms[btf_id] = addr
+        return addr
+
     # -- maps ----------------------------------------------------------------
 
     def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
                    flags: int = 0, name: str = "", inner: EmuMap | None = None, key_codec: Codec | None = None,
-                   value_codec: Codec | None = None) -> EmuMap:
+                   value_codec: Codec | None = None, map_extra: int = 0) -> EmuMap:
         """Create a map (see :mod:`bpfmux.emu.vm.maps`); its ``fd`` is what
         ``lddw`` map relocations use.
 
@@ -410,7 +420,7 @@ class VM:
         :raises BpfError: ``EINVAL`` sizes or flags the kernel would refuse.
         """
         return create_map(self, map_type, key_size, value_size, max_entries, flags=flags, name=name, inner=inner,
-                          key_codec=key_codec, value_codec=value_codec)
+                          key_codec=key_codec, value_codec=value_codec, map_extra=map_extra)
 
     def map_from_spec(self, spec: Any, inner: EmuMap | None = None) -> EmuMap:
         """Create a map from a map spec (an object with ``name``, ``type``
