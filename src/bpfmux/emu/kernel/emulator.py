@@ -30,7 +30,15 @@ from ... import api
 from ...abi import context_for, frame_layout, frame_view_for
 from ...abi.tracing import ArgInfo, FrameView
 from ...attach import is_glob
-from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError, ParseError, VerifierError
+from ...errors import (
+    BpfError,
+    BpfmuxError,
+    InvalidArgumentError,
+    NotFoundError,
+    NotSupportedError,
+    ParseError,
+    VerifierError,
+)
 from ...isa.insn import Insn
 from ...loader import as_spec
 from ...obj.spec import ObjectSpec
@@ -128,6 +136,7 @@ class Emulator(api.Kernel):
         add_test_functions(self.functions, self.memory)
         if self.btf is not None:
             self._register_kfuncs()
+        self.vm.ksym_resolver = self._ksym_address
         self.registry = Registry()
         self.tracepoints = TracepointRegistry(self.btf)
         self.kprobes = ProbeDispatch(self.vm.space)
@@ -150,6 +159,29 @@ class Emulator(api.Kernel):
             for fid in self.btf.find_ids(name):
                 if self.btf.kind_of(fid) == BtfKind.FUNC:
                     self.vm.register_kfunc(fid, fn, name)
+
+    def _ksym_address(self, btf_id: int) -> int | None:
+        """The address an ``lddw`` of BTF id ``btf_id`` loads: a function's
+        (``&bpf_fentry_test1``, ``bpf_ksym_exists(kfunc)``), or for a typed
+        ``__ksym`` variable zeroed memory of its type's size, allocated once."""
+        if self.functions.has_id(btf_id):
+            try:
+                return self.functions.by_id(btf_id).addr
+            except (NotFoundError, ParseError):
+                return None
+        if self.btf is None:
+            return None
+        from ...btf.layout import sizeof
+        from ...btf.types import Var
+
+        try:
+            t = self.btf[btf_id]
+            if not isinstance(t, Var):
+                return None
+            size = sizeof(self.btf, self.btf[t.type_id])
+        except (IndexError, KeyError, ParseError, BpfmuxError):
+            return None
+        return self.alloc(max(size, 8), name=t.name)
 
     # -- memory -------------------------------------------------------------
 

@@ -155,7 +155,7 @@ class EmuProgram:
             self.entries.add(target)
             return self.func_addr(target)
         if src == Pseudo.BTF_ID:
-            addr = vm.ksyms.get(imm & M32)
+            addr = vm.ksym_address(imm & M32)
             if addr is None:
                 raise NotSupportedError("ksym", f"{self.name}: insn {pc} loads kernel symbol BTF id "
                                         f"{imm & M32}; give its address in VM.ksyms")
@@ -354,6 +354,9 @@ class VM:
     :ivar on_trace: called with each such message (optional).
     :ivar kfuncs: BTF id → kfunc implementation (same signature as helpers).
     :ivar ksyms: BTF id → address, for ``lddw`` of kernel symbols.
+    :ivar ksym_resolver: ``btf_id -> address | None`` for ids not in
+        :attr:`ksyms` (the emulated kernel gives its functions' and
+        variables' addresses); what it returns is kept in :attr:`ksyms`.
     :ivar symbolize: ``addr -> name | None`` for ``%pS`` (optional).
     :ivar max_insns: the checked tier stops a run after this many instructions.
     :ivar max_loop_iterations: the fast tier stops a loop after this many
@@ -384,6 +387,7 @@ class VM:
         self._kfunc_version = 0
         self._maps_version = 0
         self.ksyms: dict[int, int] = {}
+        self.ksym_resolver: Callable[[int], int | None] | None = None
         self.symbolize: Callable[[int], str | None] | None = None
         self.max_insns = 1 << 25
         self.max_loop_iterations = 1 << 24
