@@ -309,6 +309,8 @@ class ObjectSpec:
     :ivar kernel_version: the ``version`` section (0 when absent).
     :ivar externs: name → :class:`Extern` (kconfig, ksym and kfunc externs).
     :ivar source: where it was read from.
+    :ivar warnings: what a lenient read (``load_object(lenient=True)``)
+        accepted that a loader refuses.
     """
 
     name: str
@@ -319,6 +321,7 @@ class ObjectSpec:
     kernel_version: int = 0
     externs: dict[str, Extern] = field(default_factory=dict)
     source: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def program(self, name: str) -> ProgramSpec:
         """The program called ``name``.
