@@ -9,7 +9,8 @@ is in the object's DWARF (``-g``) but not in its BTF.
 structs and unions (of the sizes asked for) as a small :class:`~bpfmux.btf.Btf`,
 so the BTF codecs decode them: integers, enums, floats, arrays, nested
 structs and unions, bit-fields; pointers become ``void *`` (decoded as
-addresses).
+addresses). :func:`dwarf_index` lists the structs without converting them
+(cached per object), :func:`dwarf_type` converts one.
 
 The DWARF sections of a relocatable BPF object are read without applying
 their relocations: they refer to other debug sections through section
@@ -29,7 +30,7 @@ from ..errors import ParseError
 if TYPE_CHECKING:
     from ..btf import Btf
 
-__all__ = ["DwarfStruct", "dwarf_structs"]
+__all__ = ["DwarfStruct", "dwarf_index", "dwarf_structs", "dwarf_type"]
 
 _DW_ATE_BOOLEAN, _DW_ATE_FLOAT, _DW_ATE_SIGNED, _DW_ATE_SIGNED_CHAR = 0x02, 0x04, 0x05, 0x06
 _DW_ATE_UNSIGNED_CHAR = 0x08
@@ -41,14 +42,86 @@ class DwarfStruct:
 
     :ivar name: its tag name.
     :ivar size: its size in bytes.
-    :ivar type_id: its id in the BTF :func:`dwarf_structs` returns.
+    :ivar type_id: its id in the BTF :func:`dwarf_structs` returns (0 in an index entry).
     :ivar decl_file: the file it was declared in (``""`` when DWARF does not say).
+    :ivar offset: its DIE's offset in ``.debug_info``.
     """
 
     name: str
     size: int
     type_id: int
     decl_file: str
+    offset: int = 0
+
+
+def _open(data: bytes) -> Any:
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    if not elf.has_dwarf_info():
+        raise ParseError("the object has no DWARF debug information (built without -g)")
+    return elf.get_dwarf_info(relocate_dwarf_sections=False)
+
+
+def dwarf_index(data: bytes) -> list[DwarfStruct]:
+    """Every named struct and union of the object's DWARF (``type_id`` 0), without
+    converting any. Reading a large object's DWARF takes seconds; the index
+    is kept in bpfmux's private cache (keyed by the object's SHA-256), so it
+    is read once.
+
+    :raises ParseError: the object has no DWARF, or it cannot be read.
+    """
+    import hashlib
+
+    from ..host.cache import cache_dir, read_json, write_json
+
+    root = cache_dir()
+    path = root / f"dwarf-index-{hashlib.sha256(data).hexdigest()[:40]}.json" if root is not None else None
+    cached = read_json(path) if path is not None else None
+    if isinstance(cached, list):
+        try:
+            return [DwarfStruct(str(n), int(sz), 0, str(f), int(off)) for n, sz, f, off in cached]
+        except (TypeError, ValueError):
+            pass
+    from elftools.common.exceptions import ELFError
+
+    out: list[DwarfStruct] = []
+    try:
+        dwarf = _open(data)
+        for cu in dwarf.iter_CUs():
+            files = _file_names(dwarf, cu)
+            for die in cu.get_top_DIE().iter_children():
+                if die.tag not in ("DW_TAG_structure_type", "DW_TAG_union_type"):
+                    continue
+                attrs = die.attributes
+                if "DW_AT_declaration" in attrs or "DW_AT_name" not in attrs or "DW_AT_byte_size" not in attrs:
+                    continue
+                fileno = attrs["DW_AT_decl_file"].value if "DW_AT_decl_file" in attrs else None
+                out.append(DwarfStruct(_name(die), int(attrs["DW_AT_byte_size"].value), 0,
+                                       files.get(fileno, "") if fileno is not None else "", die.offset))
+    except (ELFError, KeyError, ValueError, IndexError, AttributeError, TypeError) as err:
+        raise ParseError(f"cannot read the object's DWARF: {err}") from None
+    if path is not None:
+        write_json(path, [[d.name, d.size, d.decl_file, d.offset] for d in out])
+    return out
+
+
+def dwarf_type(data: bytes, entry: DwarfStruct) -> tuple[Btf, int]:
+    """One struct of :func:`dwarf_index` (and the types it uses) as BTF: ``(btf, type id)``.
+
+    :raises ParseError: it cannot be read.
+    """
+    from elftools.common.exceptions import ELFError
+
+    from ..btf.builder import BtfBuilder
+
+    try:
+        dwarf = _open(data)
+        conv = _Converter(BtfBuilder())
+        tid = conv.type_id(dwarf.get_DIE_from_refaddr(entry.offset))
+    except (ELFError, KeyError, ValueError, IndexError, AttributeError, TypeError) as err:
+        raise ParseError(f"cannot read struct {entry.name} from the object's DWARF: {err}") from None
+    return conv.b.btf, tid
 
 
 def dwarf_structs(data: bytes, sizes: Iterable[int] | None = None) -> tuple[Btf, list[DwarfStruct]]:
@@ -60,37 +133,22 @@ def dwarf_structs(data: bytes, sizes: Iterable[int] | None = None) -> tuple[Btf,
     :raises ParseError: the object has no DWARF, or it cannot be read.
     """
     from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
 
     from ..btf.builder import BtfBuilder
 
     wanted = set(sizes) if sizes is not None else None
+    index = [e for e in dwarf_index(data) if wanted is None or e.size in wanted]
+    found: list[DwarfStruct] = []
+    seen: set[tuple[str, int]] = set()
     try:
-        elf = ELFFile(io.BytesIO(data))
-        if not elf.has_dwarf_info():
-            raise ParseError("the object has no DWARF debug information (built without -g)")
-        dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
+        dwarf = _open(data)
         conv = _Converter(BtfBuilder())
-        found: list[DwarfStruct] = []
-        seen: set[tuple[str, int]] = set()
-        for cu in dwarf.iter_CUs():
-            files = _file_names(dwarf, cu)
-            for die in cu.get_top_DIE().iter_children():
-                if die.tag not in ("DW_TAG_structure_type", "DW_TAG_union_type"):
-                    continue
-                attrs = die.attributes
-                if "DW_AT_declaration" in attrs or "DW_AT_name" not in attrs or "DW_AT_byte_size" not in attrs:
-                    continue
-                size = attrs["DW_AT_byte_size"].value
-                if wanted is not None and size not in wanted:
-                    continue
-                name = _name(die)
-                if (name, size) in seen:
-                    continue
-                seen.add((name, size))
-                fileno = attrs["DW_AT_decl_file"].value if "DW_AT_decl_file" in attrs else None
-                decl = files.get(fileno, "") if fileno is not None else ""
-                found.append(DwarfStruct(name, size, conv.type_id(die), decl))
+        for e in index:
+            if (e.name, e.size) in seen:
+                continue
+            seen.add((e.name, e.size))
+            found.append(DwarfStruct(e.name, e.size, conv.type_id(dwarf.get_DIE_from_refaddr(e.offset)), e.decl_file,
+                                     e.offset))
     except (ELFError, KeyError, ValueError, IndexError, AttributeError, TypeError) as err:
         raise ParseError(f"cannot read the object's DWARF: {err}") from None
     return conv.b.btf, found

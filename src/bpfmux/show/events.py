@@ -16,19 +16,26 @@ A perf-buffer record is the sample's raw data, which the kernel pads: a
 struct of ``size`` in ``(len - 8, len]`` fits. Several candidates are
 ranked: kernel types (the roots of CO-RE relocations, ``trace_event_raw_*``,
 structs declared in ``vmlinux.h``) last, names like ``event`` first, an exact
-size before a padded one. A tie leaves the record undecoded, and the
-message says which types could be meant.
+size before a padded one before a longer struct with a trailing array
+(below). A tie leaves the record undecoded, and the message says which types
+could be meant.
+
+A tool that sends only the used part of a trailing array (execsnoop's
+``args``: ``bpf_perf_event_output(…, e, offsetof(args) + args_size)``)
+makes records shorter than their struct: when no struct fits a record's
+size, a struct whose last member is an array and whose other members fit in
+the record is taken, and the record is decoded as if zero-padded to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ParseError
 
 if TYPE_CHECKING:
-    from ..btf import Btf
     from ..btf.codec import Codec
     from ..obj.spec import ObjectSpec
 
@@ -57,6 +64,15 @@ class _Candidate:
     btf: Any
     type_id: int
     kernel: bool
+    entry: Any = None  # a DWARF index entry, converted to BTF when chosen
+
+    def typed(self, data: bytes | None) -> tuple[Any, int]:
+        """``(btf, type id)``, converting a DWARF entry first."""
+        if self.btf is None and self.entry is not None and data is not None:
+            from ..obj.dwarf import dwarf_type
+
+            self.btf, self.type_id = dwarf_type(data, self.entry)
+        return self.btf, self.type_id
 
 
 def _fits(size: int, length: int, perf: bool) -> bool:
@@ -83,8 +99,9 @@ class EventTypes:
     data: bytes | None = None
     wanted: str | None = None
     _cache: dict[tuple[int, bool], Match] = field(default_factory=dict)
-    _dwarf: tuple[Btf, list[Any]] | None = None
+    _dwarf: list[Any] | None = None
     _forced: Match | None = None
+    _kernel_names: set[str] | None = None
 
     def __post_init__(self) -> None:
         if self.wanted:
@@ -101,9 +118,14 @@ class EventTypes:
                 except KeyError:
                     continue
                 return Match(codec(btf, t), name, "option")
-        for c in self._dwarf_candidates(None):
+        try:
+            cands = self._dwarf_candidates(None)
+        except ParseError:
+            cands = []
+        for c in cands:
             if c.name == name:
-                return Match(codec(c.btf, c.btf[c.type_id]), name, "option")
+                dbtf, tid = c.typed(self.data)
+                return Match(codec(dbtf, dbtf[tid]), name, "option")
         raise NotFoundError("struct", name, "neither the object's BTF nor its DWARF has a struct, union or "
                             "typedef of that name")
 
@@ -117,54 +139,112 @@ class EventTypes:
         return self._cache[key]
 
     def decode(self, record: bytes, perf: bool = False) -> tuple[Any, Match]:
-        """``(value, match)``: the decoded record, or its bytes when no type fits."""
+        """``(value, match)``: the decoded record (a shorter record zero-padded
+        to a struct with a trailing array), or its bytes when no type fits."""
         m = self.match(len(record), perf)
-        if m.codec is not None and m.codec.size <= len(record):
-            return m.codec.decode(record), m
+        if m.codec is not None:
+            return m.codec.decode(bytes(record).ljust(m.codec.size, b"\0")), m
         return bytes(record), m
 
     def _find(self, length: int, perf: bool) -> Match:
         from ..btf.codec import codec
 
         tried: list[str] = []
-        for source, cands in (("btf", self._btf_candidates(length, perf)), ("dwarf", None)):
-            if cands is None:
-                try:
-                    cands = [c for c in self._dwarf_candidates(self._sizes(length, perf)) if _fits(c.size, length, perf)]
-                except ParseError as err:
-                    tried.append(str(err))
-                    continue
-            if not cands:
+        sources: list[tuple[int, Callable[[], list[_Candidate]]]] = [
+            (0, lambda: self._btf_candidates(length, perf)),
+            (0, lambda: [c for c in self._dwarf_candidates(self._sizes(length, perf)) if _fits(c.size, length, perf)]),
+            (1, lambda: self._tail_candidates(length, "btf")),
+            (1, lambda: self._tail_candidates(length, "dwarf")),
+        ]
+        pool: dict[str, tuple[tuple[int, int, int], _Candidate]] = {}
+        for tail, find in sources:
+            try:
+                found = [c for c in find() if not c.kernel]
+            except ParseError as err:
+                tried.append(str(err))
                 continue
-            cands.sort(key=lambda c: _rank(c, length))
-            best = [c for c in cands if _rank(c, length) == _rank(cands[0], length)]
+            for c in found:
+                named, padded = _rank(c, length)[1:]
+                key = (named, 2 if tail else padded, 0)
+                if c.name not in pool or key < pool[c.name][0]:  # the BTF copy of a type beats its DWARF one
+                    pool[c.name] = (key, c)
+        if pool:
+            ranked = sorted(pool.values(), key=lambda kc: kc[0])
+            best = [c for k, c in ranked if k == ranked[0][0]]
             if len(best) == 1:
-                c = best[0]
-                return Match(codec(c.btf, c.btf[c.type_id]), c.name, source)
+                btf, tid = best[0].typed(self.data)
+                return Match(codec(btf, btf[tid]), best[0].name, "btf" if best[0].entry is None else "dwarf")
             names = ", ".join(sorted({c.name for c in best}))
             return Match(None, why=f"{length}-byte records could be any of: {names}; name one with --event-type")
         why = f"no struct of {length} bytes in the object's BTF or DWARF"
-        return Match(None, why=why + (f" ({'; '.join(tried)})" if tried else "") + "; name one with --event-type")
+        return Match(None, why=why + (f" ({'; '.join(sorted(set(tried)))})" if tried else "")
+                     + "; name one with --event-type")
+
+    def _tail_candidates(self, length: int, source: str) -> list[_Candidate]:
+        """Structs longer than ``length`` whose last member is an array and whose other members fit."""
+        from ..btf.layout import resolve
+        from ..btf.types import Array, Composite
+
+        if source == "btf":
+            btf = self.spec.btf
+            if btf is None:
+                return []
+            kernel_names = self._core_roots()
+            pool = [_Candidate(t.name, t.size, btf, t.id,
+                               t.name in kernel_names or t.name.startswith(("trace_event_raw_", "bpf_")))
+                    for t in btf.own_types() if isinstance(t, Composite) and t.name]
+        else:
+            pool = self._dwarf_candidates(None)
+        out = []
+        for c in pool:
+            if c.size <= length or c.kernel:
+                continue
+            if source == "dwarf" and c.size > 1 << 16:
+                continue  # converting the largest kernel-sized structs costs more than it can find
+            btf, tid = c.typed(self.data)
+            t = btf[tid]
+            if not isinstance(t, Composite) or not t.members or t.kind.name != "STRUCT":
+                continue
+            last = t.members[-1]
+            if last.bitfield_size or not isinstance(resolve(btf, btf[last.type_id]), Array):
+                continue
+            if last.bit_offset // 8 <= length:
+                out.append(c)
+        return out
 
     @staticmethod
     def _sizes(length: int, perf: bool) -> list[int]:
         return list(range(length - 7, length + 1)) if perf else [length]
 
     def _core_roots(self) -> set[str]:
+        """Names of the kernel's types in the object's BTF: the roots of its
+        CO-RE relocations and every struct or union they reach."""
+        if self._kernel_names is not None:
+            return self._kernel_names
         btf = self.spec.btf
         out: set[str] = set()
+        self._kernel_names = out
         if btf is None:
             return out
-        from ..btf.layout import resolve
+        from ..btf.types import Composite
 
-        for ps in self.spec.programs.values():
-            for r in ps.core_relos:
-                try:
-                    t = resolve(btf, btf[r.type_id])
-                except (ParseError, IndexError, KeyError):
-                    continue
+        todo = [r.type_id for ps in self.spec.programs.values() for r in ps.core_relos]
+        seen: set[int] = set()
+        while todo:
+            tid = todo.pop()
+            if tid in seen or tid == 0:
+                continue
+            seen.add(tid)
+            try:
+                t = btf[tid]
+            except (IndexError, KeyError, ParseError):
+                continue
+            if isinstance(t, Composite):
                 if t.name:
                     out.add(t.name)
+                todo.extend(m.type_id for m in t.members)
+            elif hasattr(t, "type_id"):
+                todo.append(t.type_id)
         return out
 
     def _btf_candidates(self, length: int, perf: bool) -> list[_Candidate]:
@@ -185,10 +265,24 @@ class EventTypes:
         if self.data is None:
             raise ParseError("the object's DWARF was not read")
         if self._dwarf is None:
-            from ..obj.dwarf import dwarf_structs
+            from ..obj.dwarf import dwarf_index
 
-            self._dwarf = dwarf_structs(self.data)
-        btf, found = self._dwarf
-        return [_Candidate(s.name, s.size, btf, s.type_id,
-                           s.decl_file.endswith("vmlinux.h") or s.name.startswith("trace_event_raw_"))
-                for s in found if sizes is None or s.size in sizes]
+            self._dwarf = dwarf_index(self.data)
+        out = []
+        seen: set[tuple[str, int]] = set()
+        for s in self._dwarf:
+            if (sizes is not None and s.size not in sizes) or (s.name, s.size) in seen:
+                continue
+            seen.add((s.name, s.size))
+            out.append(_Candidate(s.name, s.size, None, 0,
+                                  s.decl_file.endswith("vmlinux.h") or s.name.startswith("trace_event_raw_"), s))
+        return out
+
+    def prepare(self) -> None:
+        """Read the DWARF index now (seconds for a large object, the first
+        time), so that the first record is not held up by it."""
+        if self.data is not None and self._dwarf is None:
+            try:
+                self._dwarf_candidates([])
+            except ParseError:
+                self._dwarf = []
