@@ -3,7 +3,8 @@
 Values come from the BTF codecs (:mod:`bpfmux.btf.codec`): ints, bools,
 :class:`~bpfmux.btf.codec.EnumInt`, ``bytes`` for char arrays, lists,
 :class:`~bpfmux.btf.codec.Record` for structs. :func:`plain` makes them
-JSON-able (char arrays holding text become strings); :func:`text` writes
+JSON-able (char arrays holding text become strings, several NUL-separated
+strings — an argv — a list of them); :func:`text` writes
 one line, with long mostly-zero arrays shown by their non-zero elements and
 long byte strings cut; :func:`sort_key` orders keys and values of any of
 these kinds.
@@ -33,7 +34,10 @@ def plain(v: Any) -> Any:
         return [plain(x) for x in v]
     if isinstance(v, bytes | bytearray):
         s = _as_text(bytes(v))
-        return s if s is not None else bytes(v).hex()
+        if s is not None:
+            return s
+        parts = _as_strings(bytes(v))
+        return parts if parts is not None else bytes(v).hex()
     name = getattr(v, "name", None)
     if isinstance(v, int) and isinstance(name, str) and not isinstance(v, bool):
         return name  # an EnumInt
@@ -41,15 +45,31 @@ def plain(v: Any) -> Any:
 
 
 def _as_text(b: bytes) -> str | None:
-    """The C string in ``b`` when ``b`` is one (text up to a NUL, zeros after)."""
+    """The C string in ``b`` when ``b`` is one: printable text up to a NUL,
+    zeros after (or anything after, when the text is not empty and what
+    follows is not more strings: a reused buffer's leftovers)."""
     s = b.split(b"\0", 1)[0]
-    if any(b[len(s):]):
-        return None
     try:
         t = s.decode()
     except UnicodeDecodeError:
         return None
-    return t if t.isprintable() else None
+    if not t.isprintable():
+        return None
+    if not any(b[len(s):]):
+        return t
+    return t if t and _as_strings(b) is None else None
+
+
+def _as_strings(b: bytes) -> list[str] | None:
+    """The C strings packed one after another in ``b`` (``"a\0b\0"`` and zeros after: an argv), or ``None``."""
+    body = b.rstrip(b"\0")
+    if not body:
+        return None
+    try:
+        parts = body.decode().split("\0")
+    except UnicodeDecodeError:
+        return None
+    return parts if all(p.isprintable() for p in parts) else None
 
 
 def text(v: Any) -> str:
@@ -70,6 +90,9 @@ def text(v: Any) -> str:
         s = _as_text(b)
         if s is not None:
             return json.dumps(s)
+        parts = _as_strings(b)
+        if parts is not None:
+            return "[" + ", ".join(json.dumps(p) for p in parts) + "]"
         if not any(b):
             return f"<{len(b)} zero bytes>"
         if len(b) > MAX_HEX_BYTES:
