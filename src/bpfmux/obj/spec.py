@@ -403,8 +403,9 @@ class ObjectSpec:
         from .globals import find_global, parse_value, store
 
         var = find_global(self, name, sections)
-        if isinstance(value, str) and self.btf is not None:
-            value = parse_value(self.btf, var.type_id, value)
+        if self.btf is not None and (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)
+                                                               and _is_scalar(self.btf, var.type_id))):
+            value = parse_value(self.btf, var.type_id, str(value))  # ints as C converts them: -1 → all ones
         store(self, var, value)
 
     def resize_map(self, name: str, max_entries: int | None = None, value_size: int | None = None) -> None:
@@ -454,3 +455,12 @@ class ObjectSpec:
         from .kconfig import encode
 
         return encode(self.kconfig_externs, values)
+
+
+def _is_scalar(btf: Btf, type_id: int) -> bool:
+    """An integer, enum or pointer type (what a Python int is converted to as C does)."""
+    from ..btf.layout import resolve
+    from ..btf.types import Enum, Int
+
+    t = resolve(btf, btf[type_id])
+    return isinstance(t, Int | Enum) or t.kind.name == "PTR"
