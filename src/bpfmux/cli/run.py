@@ -52,6 +52,8 @@ examples:
   bpfmux run runqlat.bpf.o -i 1 -d 5                      a histogram each second
   bpfmux run opensnoop.bpf.o --set targ_uid=-1            every user's opens (the tool's default)
   bpfmux run bashreadline.bpf.o --binary /bin/bash        uretprobe/readline on bash
+  bpfmux run memleak.bpf.o --attach malloc_enter=libc:malloc --pid command -c ./prog
+                                                          uprobes in the command only
   bpfmux run gethostlatency.bpf.o --attach handle_entry=libc:getaddrinfo \\
       --attach handle_return=libc:getaddrinfo              bare uprobe sections
   bpfmux run OBJ --json -d 1                              events and maps as JSON lines
@@ -90,7 +92,7 @@ def register(sub: Any) -> None:
     att.add_argument("--attach", action="append", default=[], metavar="PROG=TARGET",
                      help="attach PROG to TARGET (function, BINARY:FUNCTION, perf event name); repeatable")
     att.add_argument("--binary", metavar="PATH", help="binary of uprobe sections that name only a function")
-    att.add_argument("--pid", type=int, metavar="PID", help="uprobes fire only in this process")
+    att.add_argument("--pid", metavar="PID", help="uprobes fire only in this process ('command': the -c command)")
     att.add_argument("--freq", type=int, default=99, metavar="HZ",
                      help="sampling frequency of perf_event programs (default 99)")  # fmt: skip
     att.add_argument("--period", type=int, metavar="N", help="sample every N events instead of --freq")
@@ -124,6 +126,12 @@ def _check_usage(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"-i needs a number of seconds above 0, not {args.interval:g}")
     if args.freq < 1 or (args.period is not None and args.period < 1):
         raise UsageError("--freq and --period take a number of 1 or more")
+    if args.pid is not None:
+        if args.pid == "command":
+            if not args.command:
+                raise UsageError("--pid command needs -c CMD")
+        elif not args.pid.isdigit():
+            raise UsageError(f"--pid takes a process id or 'command', not {args.pid!r}")
     if args.command is not None:
         parse_command(args.command)
     parse_pairs(args.set, "--set")
@@ -168,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         events = EventTypes(spec, data, args.event_type)
     except NotFoundError as err:
         raise CliError(f"--event-type {args.event_type}: {err}") from None
+    if any(int(ms.type) in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY) for ms in spec.maps.values()):
+        events.prepare()  # the DWARF index, before events arrive faster than they could be typed
     ensure_root("bpfmux run")
     ensure_tracefs()
     report = None
@@ -180,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
             child = HeldChild(args.command) if args.command else None
             if child is not None and args.pid_var:
                 configure_pid(spec, args.pid_var, child.pid)
+            if args.pid is not None:
+                args.pid = child.pid if args.pid == "command" and child is not None else int(args.pid)
             coll = LiveKernel().load(spec, programs=args.program, partial=True)
             for w in coll.warnings:
                 say(f"warning: {w}")

@@ -5,7 +5,7 @@ program by program.
 globals (``--set``), map sizes (``--map-size``, ``--map-value-size``, and a
 default for maps the object leaves at 0), programs left out (``--skip``) and
 the attach targets of fentry/fexit programs (``--attach``), which are fixed
-at load. :func:`attach_all` attaches every loaded program its own way
+at load; a stack-trace map declared with value size 0 gets 127 frames. :func:`attach_all` attaches every loaded program its own way
 (section, ``--attach``, ``--binary``, ``--freq``), one twin per hook
 (:mod:`bpfmux.obj.twins`), and reports each failure instead of stopping.
 """
@@ -28,6 +28,8 @@ __all__ = ["AttachReport", "attach_all", "configure", "parse_pairs"]
 #: ``max_entries`` given to maps the object declares with 0 (their tool's user space sizes them)
 DEFAULT_SIZES: dict[MapType, int] = {MapType.STACK_TRACE: 1024}
 DEFAULT_SIZE = 10240
+#: value size of a stack-trace map the object leaves at 0: 127 frames (the kernel's default perf_event_max_stack)
+STACK_VALUE_SIZE = 127 * 8
 
 
 def parse_pairs(items: list[str], option: str, *, number: bool = False) -> list[tuple[str, str]]:
@@ -75,6 +77,10 @@ def configure(spec: ObjectSpec, args: argparse.Namespace, say: Callable[[str], N
                                f"{', '.join(m for m in spec.maps if not spec.maps[m].is_global_data)}")
             spec.resize_map(name, **{field_: int(value, 0)})
     for ms in spec.maps.values():
+        if int(ms.type) == MapType.STACK_TRACE and ms.value_size == 0:
+            ms.value_size = STACK_VALUE_SIZE
+            say(f"map {ms.name}: the object leaves its value size to its user space (0); using {STACK_VALUE_SIZE} "
+                f"bytes, {STACK_VALUE_SIZE // 8} frames (--map-value-size {ms.name}=BYTES to choose)")
         if ms.max_entries == 0 and not ms.is_global_data and \
                 int(ms.type) not in (MapType.PERF_EVENT_ARRAY, MapType.RINGBUF, MapType.USER_RINGBUF):
             size = DEFAULT_SIZES.get(MapType(int(ms.type)), DEFAULT_SIZE)
