@@ -385,7 +385,11 @@ class ObjectSpec:
         :raises NotFoundError: no read-only global of that name (or no BTF).
         :raises ParseError: the value does not fit the variable's type.
         """
-        self.set_global(name, value, sections=(".rodata",))
+        try:
+            self.set_global(name, value, sections=(".rodata",))
+        except NotFoundError:
+            raise NotFoundError("read-only global (const volatile)", name, "the object's read-only globals are: "
+                                f"{', '.join(self.rodata_variables()) or 'none'}") from None
 
     def set_global(self, name: str, value: object, *, sections: tuple[str, ...] = (".rodata", ".data", ".bss")) -> None:
         """Set a global variable of ``.rodata``, ``.data`` or ``.bss`` before

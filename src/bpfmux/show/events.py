@@ -208,7 +208,7 @@ class EventTypes:
             last = t.members[-1]
             if last.bitfield_size or not isinstance(resolve(btf, btf[last.type_id]), Array):
                 continue
-            if last.bit_offset // 8 <= length:
+            if 0 < last.bit_offset // 8 < length:  # a fixed part, and the record reaches into the array
                 out.append(c)
         return out
 
