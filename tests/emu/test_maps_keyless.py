@@ -44,6 +44,7 @@ class TestQueueStack:
                 m.push(3)
             assert ei.value.errno == errno.E2BIG
             m.push(3, flags=2)  # BPF_EXIST: the oldest (1) goes
+        assert list(q.items()) == [] and len(q) == 0  # no keyed elements, as the live kernel's queue maps
         assert [q.pop(), q.pop()] == [_u32(2), _u32(3)]
         assert [s.peek(), s.pop(), s.pop()] == [_u32(3), _u32(3), _u32(2)]
         with pytest.raises(NotFoundError):

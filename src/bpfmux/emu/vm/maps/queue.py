@@ -35,7 +35,7 @@ class QueueMap(EmuMap):
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
         super().__init__(vm, key_size, value_size, max_entries, **kw)
-        self.items: deque[bytes] = deque()
+        self._queue: deque[bytes] = deque()
 
     def _validate(self, key_size: int, value_size: int, max_entries: int, flags: int) -> None:
         super()._validate(key_size, value_size, max_entries, flags)
@@ -45,7 +45,7 @@ class QueueMap(EmuMap):
             raise BpfError(errno.EINVAL, f"{self.type.name} map: flags {flags:#x} are not allowed")
 
     def _release(self) -> None:
-        self.items.clear()
+        self._queue.clear()
 
     # -- the kernel operations ----------------------------------------------------------
 
@@ -53,20 +53,20 @@ class QueueMap(EmuMap):
         """Push; 0 or ``-errno``."""
         if flags & ~EXIST:
             return -errno.EINVAL
-        if len(self.items) >= self.max_entries:
+        if len(self._queue) >= self.max_entries:
             if not flags & EXIST:
                 return -errno.E2BIG
-            self.items.popleft()  # the oldest goes, for a stack too
-        self.items.append(bytes(value))
+            self._queue.popleft()  # the oldest goes, for a stack too
+        self._queue.append(bytes(value))
         return 0
 
     def take_raw(self, delete: bool) -> bytes | None:
         """The next value (removed when ``delete``), ``None`` when empty."""
-        if not self.items:
+        if not self._queue:
             return None
         if delete:
-            return self.items.pop() if self.lifo else self.items.popleft()
-        return self.items[-1] if self.lifo else self.items[0]
+            return self._queue.pop() if self.lifo else self._queue.popleft()
+        return self._queue[-1] if self.lifo else self._queue[0]
 
     # -- user space ------------------------------------------------------------------------
 
