@@ -108,3 +108,4 @@ def test_setting_errors_are_one_line(args: list[str], needle: str) -> None:
 def test_usage_errors_exit_2(args: list[str], needle: str) -> None:
     r = bpfmux("run", OBJ, *args, "-d", "0")
     assert r.returncode == 2 and needle in r.stderr, r.stderr
+

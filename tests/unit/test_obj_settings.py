@@ -151,3 +151,42 @@ class TestRunConfigure:
             configure(spec, _args(map_size=["hists=0"]), print)
         with pytest.raises(CliError, match="no program 'nope'"):
             configure(spec, _args(skip=["nope"]), print)
+
+
+class TestRunAttachTwins:
+    """cli.run_setup.attach_all: one twin per hook, best first, the next when the best did not load or attach."""
+
+    class FakeProg:
+        def __init__(self, spec: ProgramSpec, fails: bool = False) -> None:
+            self.spec, self.name, self.section, self.fails = spec, spec.name, spec.section, fails
+            self.attach_target = spec.attach_target
+
+        def attach(self, target: str | None = None, **opts: object) -> str:
+            if self.fails:
+                from bpfmux.errors import BpfError
+
+                raise BpfError(22, "refused")
+            return f"link:{self.name}"
+
+    def _run(self, loaded: dict, specs: list[ProgramSpec]) -> object:
+        from bpfmux.cli.run_setup import attach_all
+
+        coll = argparse.Namespace(programs=loaded, spec=argparse.Namespace(programs={p.name: p for p in specs}))
+        args = argparse.Namespace(all_twins=False, program=None, attach=[], pid=None, period=None, freq=99,
+                                  binary=None, verbose=False)
+        said: list[str] = []
+        report = attach_all(coll, args, said.append)
+        return report, said
+
+    def test_best_twin_runs_the_other_is_idle(self) -> None:
+        btf, raw = _prog("btf", "tp_btf/sched_switch"), _prog("raw", "raw_tp/sched_switch")
+        report, said = self._run({"btf": self.FakeProg(btf), "raw": self.FakeProg(raw)}, [btf, raw])
+        assert report.links == ["link:btf"] and report.idle == {"raw": "twin of btf"} and not report.failed
+        assert any("btf: attached; its twin raw" in s for s in said)
+
+    def test_next_twin_when_the_best_did_not_load_or_attach(self) -> None:
+        btf, raw = _prog("btf", "tp_btf/sched_switch"), _prog("raw", "raw_tp/sched_switch")
+        report, _ = self._run({"raw": self.FakeProg(raw)}, [btf, raw])  # btf did not load
+        assert report.links == ["link:raw"] and "btf" in report.idle
+        report, _ = self._run({"btf": self.FakeProg(btf, fails=True), "raw": self.FakeProg(raw)}, [btf, raw])
+        assert report.links == ["link:raw"] and not report.failed and "btf" in report.idle

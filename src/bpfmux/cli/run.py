@@ -197,13 +197,13 @@ def run(args: argparse.Namespace) -> int:
                 say(f"warning: {w}")
             for name, why in coll.failed.items():
                 say(f"{name} ({spec.programs[name].section}): not loaded: {_first_line(why)}")
-            if args.strict and coll.failed:
-                raise CliError(f"{len(coll.failed)} program(s) did not load: {', '.join(coll.failed)} (--strict)")
             report = attach_all(coll, args, say)
-            if args.strict and report.failed:
-                raise CliError(f"{len(report.failed)} program(s) did not attach: {', '.join(report.failed)} "
+            # a twin that did not load or attach is no failure when another program runs its hook
+            failures = [n for n in coll.failed if n not in report.idle] + list(report.failed)
+            if args.strict and failures:
+                raise CliError(f"{len(failures)} program(s) did not load or attach: {', '.join(failures)} "
                                "(--strict)")
-            if not report.links and (coll.failed or report.failed):
+            if not report.links and failures:
                 raise CliError(f"no program of {args.object} loaded and attached; each is named above")
             for mname, m in coll.maps.items():
                 if int(m.type) in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY):
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_dump:
             _dump_maps(args, coll, hists)
         sys.stdout.flush()
-        if status == 0 and (coll.failed or report.failed):
+        if status == 0 and failures:
             return EXIT_PARTIAL
         return status
     finally:
