@@ -85,8 +85,8 @@ def peer_plan(tool: Any, settings: Any) -> str:
 
     from bpfmux.host.ldcache import resolve_binary
     from bpfmux.obj import load_object
-    from bpfmux.obj.globals import find_global
     from bpfmux.obj.sections import SecFlags
+    from bpfmux.obj.variables import find_global
     from bpfmux.uapi import PerfHwId, PerfSwId
 
     path = object_path(tool.name)

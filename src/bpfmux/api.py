@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING, Any, Self
 from .uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .attach import Linker
     from .btf import Btf
     from .errors import BpfmuxError
     from .isa.insn import Insn
     from .obj.sections import AttachKind
-    from .obj.spec import ObjectSpec
+    from .obj.spec import ObjectSpec, ProgramSpec
 
-__all__ = ["FEATURES", "Closable", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
+__all__ = ["FEATURES", "Closable", "close_all", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
 
 #: the feature names :meth:`Kernel.supports` answers
 FEATURES = ("kprobes", "kprobe_multi", "kprobe_session", "uprobes", "uprobe_multi", "uprobe_session", "fentry",
@@ -70,6 +71,22 @@ class Closable(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_all(objs: Iterable[Any]) -> None:
+    """Close every object in order, all of them even if one close fails
+    (Ctrl-C included); the first error is raised at the end.
+
+    :raises BaseException: the first error a close raised.
+    """
+    errors: list[BaseException] = []
+    for obj in list(objs):
+        try:
+            obj.close()
+        except BaseException as e:  # keep closing, re-raise below
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 @dataclass(frozen=True)
@@ -190,7 +207,7 @@ class Program(Closable):
     attach_type: AttachType | None
     attach_target: str | None
     flags: ProgFlags
-    spec: Any
+    spec: ProgramSpec | None
 
     @property
     @abc.abstractmethod
@@ -223,7 +240,7 @@ class Program(Closable):
         """
 
     @abc.abstractmethod
-    def _linker(self) -> Any:
+    def _linker(self) -> Linker:
         """The kernel's :class:`bpfmux.attach.Linker` that attaches this program."""
 
     def attach(self, target: str | None = None, **options: Any) -> Link:
@@ -291,14 +308,7 @@ class Collection(Closable, Mapping[str, "Program | Map"]):
         if self._closed:
             return
         self._closed = True
-        errors: list[BaseException] = []
-        for obj in [*self.programs.values(), *self.maps.values()]:
-            try:
-                obj.close()
-            except BaseException as e:  # keep closing, re-raise below
-                errors.append(e)
-        if errors:
-            raise errors[0]
+        close_all([*self.programs.values(), *self.maps.values()])
 
     @property
     def closed(self) -> bool:

@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from .api import close_all
+
 POLICIES = ("clone", "filter", "per-function")
 
 
@@ -65,18 +67,6 @@ def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
     return opts
 
 
-def _close_every(objects: list[Any]) -> None:
-    """Close every object even if some closes fail; then raise the first error."""
-    first: BaseException | None = None
-    for obj in objects:
-        try:
-            obj.close()
-        except BaseException as e:  # keep closing, re-raised below
-            first = first or e
-    if first is not None:
-        raise first
-
-
 @pytest.fixture
 def emulator_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Make emulators (``emulator_factory(policy="filter")``); all closed after
@@ -93,7 +83,7 @@ def emulator_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., A
         return emu
 
     yield make
-    _close_every(made)
+    close_all(made)
 
 
 @pytest.fixture
@@ -125,4 +115,4 @@ def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callab
         return coll
 
     yield load
-    _close_every(loaded)
+    close_all(loaded)

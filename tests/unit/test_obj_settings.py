@@ -1,5 +1,5 @@
 """What a tool's user space sets before load, on the object spec: globals typed
-through BTF (ObjectSpec.set_global, obj.globals), map sizes (resize_map),
+through BTF (ObjectSpec.set_global, obj.variables), map sizes (resize_map),
 the map types created without BTF ids, twin programs (obj.twins), and
 ``bpfmux run``'s configuration of a spec (cli.run_setup.configure)."""
 
@@ -13,11 +13,11 @@ import pytest
 
 from bpfmux.errors import InvalidArgumentError, NotFoundError, ParseError
 from bpfmux.obj import load_object
-from bpfmux.obj.globals import find_global, global_variables, parse_value
 from bpfmux.obj.maptypes import NO_BTF_TYPES, takes_btf_ids
 from bpfmux.obj.sections import parse_section
 from bpfmux.obj.spec import ProgramSpec
 from bpfmux.obj.twins import hook_of, twin_groups
+from bpfmux.obj.variables import find_global, global_variables, parse_value
 from bpfmux.uapi import MapType
 
 BPF = Path(__file__).resolve().parents[1] / "bpf"

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             "object": args.object,
             "policy": args.policy,
             "events": ran,
-            "programs": {n: {"runs": p.runs, "section": p.section, "verdict": "loaded"}
+            "programs": {n: {"runs": p.runs, "section": p.section, "verdict": "loaded"}  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
                          for n, p in coll.programs.items()},
             "rejected": {n: _first_line(e) for n, e in coll.failed.items()},
             "skipped": skipped,

@@ -108,7 +108,7 @@ def _unknown_program(spec: ObjectSpec, name: str, option: str) -> NoReturn:
 
 
 def _globals(spec: ObjectSpec) -> list[str]:
-    from ..obj.globals import global_variables
+    from ..obj.variables import global_variables
 
     return [v.name for v in global_variables(spec) if "." not in v.name]
 

@@ -21,6 +21,7 @@ from .sections import SectionInfo
 
 if TYPE_CHECKING:
     from ..btf import Btf
+    from .load import CoreResolver
 
 __all__ = [
     "CoreRelo",
@@ -273,7 +274,7 @@ class ProgramSpec:
         target_btf: Btf | None = None,
         *,
         ksym_addr: KsymAddrFn | None = None,
-        core_resolver: object | None = None,
+        core_resolver: CoreResolver | None = None,
     ) -> list[Insn]:
         """The final instructions for ``BPF_PROG_LOAD`` (or the emulator).
 
@@ -398,13 +399,13 @@ class ObjectSpec:
         The value is encoded with the variable's BTF type: a Python value
         (``int``, ``bool``, ``list`` for arrays, ``bytes``/``str`` for char
         arrays, ``dict`` for structs), or text for any other type, read as
-        :func:`bpfmux.obj.globals.parse_value` says (``"0x10"``, ``"true"``,
+        :func:`bpfmux.obj.variables.parse_value` says (``"0x10"``, ``"true"``,
         an enumerator, ``"80,443"``).
 
         :raises NotFoundError: no such variable (or the object has no BTF).
         :raises ParseError: the value does not read as, or fit, the variable's type.
         """
-        from .globals import find_global, parse_value, store
+        from .variables import find_global, parse_value, store
 
         var = find_global(self, name, sections)
         if self.btf is not None and (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)
@@ -435,6 +436,8 @@ class ObjectSpec:
 
     def rodata_variables(self) -> list[str]:
         """Names of the object's ``const volatile`` globals."""
+        from ..btf.types import Datasec
+
         out: list[str] = []
         for ms in self.maps.values():
             if ms.section.startswith(".rodata") and self.btf is not None:
@@ -442,6 +445,7 @@ class ObjectSpec:
                     ds = self.btf.find(ms.section, "datasec")
                 except KeyError:
                     continue
+                assert isinstance(ds, Datasec)  # found by kind
                 out.extend(self.btf[vs.type_id].name for vs in ds.vars)
         return out
 

@@ -113,7 +113,7 @@ def total(v: Any) -> int | float | None:
     """The number a value stands for when sorting or summing: itself for a
     number, the sum for a per-CPU list of numbers, else ``None``."""
     if is_number(v):
-        return v  # type: ignore[no-any-return]
+        return v
     if isinstance(v, list) and v and all(is_number(x) for x in v):
         return sum(v)
     return None

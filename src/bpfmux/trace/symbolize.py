@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from typing import Any
+from typing import Protocol
 
 from ..errors import BpfmuxError
 
 __all__ = ["Symbolizer", "parse_maps"]
+
+
+class StackSource(Protocol):
+    """What :meth:`Symbolizer.symbolize` reads stacks from (a :class:`~bpfmux.trace.engine.Tracer`)."""
+
+    def stack(self, stack_id: int) -> list[int]: ...
 
 
 def parse_maps(text: str) -> list[tuple[int, int, int, str]]:
@@ -116,7 +122,7 @@ class Symbolizer:
                 return f"{hit[0]}+{hit[1]:#x} ({base})" if hit else f"{ip:#x} ({base})"
         return f"{ip:#x}"
 
-    def symbolize(self, tracer: Any, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
+    def symbolize(self, tracer: StackSource, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
         """(kernel frames, user frames) of two stack ids, innermost first."""
         k = [self.kernel(ip) for ip in tracer.stack(kstack)]
         u = [self.user(pid, ip) for ip in tracer.stack(ustack)]

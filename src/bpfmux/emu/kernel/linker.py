@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ... import api
+from ...api import close_all
 from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError
 from ...uapi import MAX_MULTI_FUNCS, AttachType, ProgType
 from .hooks import EmuPerfEvent
@@ -35,7 +36,6 @@ from .links import (
     UprobeMultiLink,
 )
 from .objects import EmulatedProgram
-from .registry import close_all
 from .trampoline import Abi, Attachment, KernelFunction, ProgKind
 from .trampoline.policy import bulk
 

@@ -3,30 +3,15 @@ closing the emulator detaches everything still attached."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Protocol
 
-__all__ = ["Registry", "close_all"]
+from ...api import close_all
+
+__all__ = ["Registry"]
 
 
 class _Closable(Protocol):
     def close(self) -> None: ...
-
-
-def close_all(objs: Iterable[_Closable]) -> None:
-    """Close every object, all of them even if one close fails; the first
-    error is raised at the end.
-
-    :raises BaseException: the first error a close raised.
-    """
-    errors: list[BaseException] = []
-    for obj in list(objs):
-        try:
-            obj.close()
-        except BaseException as e:  # keep closing, re-raise below
-            errors.append(e)
-    if errors:
-        raise errors[0]
 
 
 class Registry:

@@ -17,12 +17,7 @@ __all__ = ["emulate_syscall"]
 
 
 def emulate_syscall(emu: Emulator, name: str, args: Sequence[int], ret: int = 0) -> int:
-    """A system call by the current task, as the kernel's syscall path
-    shows it: ``raw_syscalls:sys_enter`` (a ``pt_regs`` pointer and the
-    number; the record with ``id`` and ``args``), ``syscalls:sys_enter_NAME``,
-    the function ``__x64_sys_NAME`` when the function table has it (its
-    kprobes and trampolines run, and it returns ``ret``), then the exit
-    tracepoints with ``ret``. Returns how many programs the tracepoints ran.
+    """What :meth:`bpfmux.emu.Emulator.syscall` does (see there).
 
     :raises NotFoundError: an x86-64 syscall bpfmux does not know.
     """

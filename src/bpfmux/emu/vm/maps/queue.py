@@ -82,7 +82,7 @@ class QueueMap(EmuMap):
         if err:
             raise BpfError(-err, f"push to map {self.name!r} failed")
 
-    def pop(self, *_: Any) -> Any:  # type: ignore[override]
+    def pop(self, *_: Any) -> Any:
         """Remove and return the next value.
 
         :raises NotFoundError: empty.
