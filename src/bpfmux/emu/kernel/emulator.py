@@ -419,11 +419,15 @@ class Emulator(api.Kernel):
 
         Tracepoint programs (through perf events) get the record laid out
         from ``fields`` by the tracepoint's format; raw_tp/tp_btf programs get
-        ``args`` (the ``TP_PROTO`` arguments, as u64). Probes run in
-        registration order.
+        one u64 slot per ``TP_PROTO`` argument (from BTF): ``args`` in order
+        (all of them), or else the ``fields`` named after arguments, the
+        rest 0 — ``fire("raw_syscalls:sys_enter", id=39)`` gives both kinds
+        the syscall number. Probes run in registration order.
 
         :raises NotFoundError: unknown tracepoint.
-        :raises BpfmuxError: a field the tracepoint does not have.
+        :raises BpfmuxError: a field that is neither in the tracepoint's
+            format nor an argument of its prototype, or positional ``args``
+            fewer or more than the prototype's when raw programs are attached.
         """
         return self.tracepoints.fire(tracepoint, args, fields, self.vm.task.pid)
 
