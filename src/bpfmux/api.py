@@ -42,6 +42,7 @@ from .uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
 if TYPE_CHECKING:  # pragma: no cover
     from .attach import Linker
     from .btf import Btf
+    from .errors import BpfmuxError
     from .isa.insn import Insn
     from .obj.sections import AttachKind
     from .obj.spec import ObjectSpec, ProgramSpec
@@ -281,6 +282,8 @@ class Collection(Closable, Mapping[str, "Program | Map"]):
 
     :ivar spec: the :class:`~bpfmux.obj.ObjectSpec` it was loaded from.
     :ivar skipped: programs not loaded, with the reason.
+    :ivar failed: programs a partial load (``Kernel.load(partial=True)``)
+        could not load, with the error.
     :ivar warnings: degradations during load (BTF refused, …).
     """
 
@@ -292,6 +295,7 @@ class Collection(Closable, Mapping[str, "Program | Map"]):
         self.maps = {}
         self.spec = spec
         self.skipped: dict[str, str] = {}
+        self.failed: dict[str, BpfmuxError] = {}
         self.warnings: list[str] = []
         self._closed = False
 
@@ -356,16 +360,20 @@ class Kernel(Closable):
     @abc.abstractmethod
     def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
              programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
-             log_level: int = 0) -> Collection:
+             log_level: int = 0, partial: bool = False) -> Collection:
         """Load an object: its maps in order (global data filled,
         ``.rodata`` frozen), its programs (relocated, CO-RE resolved against
         this kernel's BTF, verified), then the slots of prog arrays and maps
-        of maps. All or nothing.
+        of maps. All or nothing, unless ``partial``.
 
         :param programs: load only these programs (default: every program
-            whose section does not start with ``?``).
+            whose section does not start with ``?`` and whose spec's
+            ``autoload`` is set).
         :param kconfig: values for (or overriding) ``__kconfig`` externs.
         :param log_level: verifier log level to keep in ``program.log``.
+        :param partial: a program that cannot be loaded is recorded with its
+            error in :attr:`Collection.failed` and the others load (maps
+            still all or nothing).
         :raises ParseError: the object is malformed.
         :raises VerifierError: a program was rejected (``.log`` says why).
         :raises NotFoundError: an attach target, map or strong extern is

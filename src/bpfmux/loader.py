@@ -22,7 +22,14 @@ small hooks. What the flow decides, it decides once for both:
 5. the statically initialised slots of prog arrays and maps of maps.
 
 If anything fails (Ctrl-C included), everything created so far is closed
-and pins made by this load are removed before the error propagates.
+and pins made by this load are removed before the error propagates — unless
+the load is *partial*: then a program that cannot be relocated or loaded
+(rejected by the verifier, an attach target or kernel symbol this kernel
+lacks, a program type it cannot load) is recorded in
+:attr:`~bpfmux.api.Collection.failed` with its error and the others load, as
+a tool's user space does when it turns off (``autoload``) the programs its
+kernel cannot take. Maps are never partial: a map that cannot be created
+fails the load.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from .api import Collection, Map, Program
-from .errors import NotFoundError
+from .errors import BpfmuxError, NotFoundError
 from .isa.insn import Insn
 from .obj.spec import MapFdFn, MapSpec, ObjectSpec, ProgramSpec
 
@@ -71,9 +78,11 @@ class ObjectLoader(abc.ABC):
     # -- the flow ------------------------------------------------------------
 
     def load(self, programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
-             log_level: int = 0) -> Collection:
+             log_level: int = 0, partial: bool = False) -> Collection:
         """Run the flow; returns the filled collection.
 
+        :param partial: a program that fails is recorded in ``coll.failed``
+            and the others load (module doc).
         :raises VerifierError: / :raises NotFoundError: / :raises NotSupportedError:
             / :raises BpfError: / :raises ParseError: as :meth:`bpfmux.api.Kernel.load`
             says; nothing stays loaded.
@@ -91,8 +100,13 @@ class ObjectLoader(abc.ABC):
                 if why:
                     coll.skipped[ps.name] = why
                     continue
-                insns = ps.instructions(self._map_fd(ps), self.core_target(ps), ksym_addr=self.ksym_addr)
-                coll.programs[ps.name] = self.load_program(ps, insns, log_level)
+                try:
+                    insns = ps.instructions(self._map_fd(ps), self.core_target(ps), ksym_addr=self.ksym_addr)
+                    coll.programs[ps.name] = self.load_program(ps, insns, log_level)
+                except BpfmuxError as err:
+                    if not partial:
+                        raise
+                    coll.failed[ps.name] = err
             self._fill_slots()
         except BaseException:
             self._abort()
@@ -136,7 +150,7 @@ class ObjectLoader(abc.ABC):
             for slot, name in ms.init_slots.items():
                 obj: Program | Map | None = coll.programs.get(name) or coll.maps.get(name)
                 if obj is None:
-                    if name in coll.skipped:
+                    if name in coll.skipped or name in coll.failed:
                         continue
                     raise NotFoundError("program or map", name, f"slot {slot} of map {ms.name!r} refers to it")
                 self.set_slot(coll.maps[ms.name], slot, obj)

@@ -264,8 +264,8 @@ class TestMapsOfMaps:
 def test_unsupported_map_type(vm):
     from bpfmux.errors import NotSupportedError
 
-    with pytest.raises(NotSupportedError, match="LPM_TRIE"):
-        vm.create_map(MapType.LPM_TRIE, 8, 8, 4)
+    with pytest.raises(NotSupportedError, match="SOCKMAP"):
+        vm.create_map(MapType.SOCKMAP, 4, 4, 4)
 
 
 def test_map_from_spec(vm):

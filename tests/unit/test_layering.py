@@ -55,7 +55,7 @@ def test_the_emulated_kernel_never_imports_the_live_one(package: str) -> None:
 
 
 @pytest.mark.parametrize("package", ["api", "attach", "loader", "host", "obj", "btf", "isa", "abi", "uapi", "errors",
-                                     "codecs"])
+                                     "codecs", "show"])
 def test_shared_layers_import_neither_backend(package: str) -> None:
     bad = [f"{p.relative_to(SRC)}:{line} imports {t}"
            for p in _modules(package) for mod, names, line in _imports(p)

@@ -62,3 +62,22 @@ def test_objdump_errors(capsys, tmp_path) -> None:
     assert rc == 1 and "no program named 'nope'" in err and "read_globals" in err
     with pytest.raises(SystemExit):
         main(["objdump"])
+
+
+@pytest.mark.parametrize("obj", sorted(BPF.glob("*.bpf.o")), ids=lambda p: p.name)
+def test_objdump_shows_every_test_object(capsys, obj: Path) -> None:
+    rc, out, _ = run(capsys, str(obj))
+    assert rc == 0 and out.startswith(f"object {obj.name.split('.')[0]}:")
+
+
+def test_objdump_warns_about_what_a_loader_refuses(capsys) -> None:
+    """btf_kinds' ``ext_var`` has no BTF description: shown as a ksym, with a warning, and a loader still refuses it."""
+    from bpfmux.errors import ParseError
+    from bpfmux.obj import load_object
+
+    rc, out, err = run(capsys, str(BPF / "btf_kinds.bpf.o"))
+    assert rc == 0 and "ksym ext_var (weak)" in out and "program kinds_entry" in out
+    assert err.count("\n") == 1 and "warning: extern 'ext_var' has no BTF description" in err
+    with pytest.raises(ParseError, match="ext_var"):
+        load_object(BPF / "btf_kinds.bpf.o")
+    assert load_object(BPF / "btf_kinds.bpf.o", lenient=True).warnings

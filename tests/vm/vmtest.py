@@ -659,7 +659,7 @@ def run_in_vm(
 #: The in-guest test selection the tier runs by default: the guest-only tests, and the live link tests whose
 #: kernel-function kinds (kprobe, kprobe_multi, fentry/fexit/fmod_ret) only take their "supported" branch there.
 GUEST_SELECTION = ("tests/guest", "tests/api", "tests/live/test_links_kernel_kinds.py",
-                   "tests/live/test_verifier_vs_kernel_objects.py")
+                   "tests/live/test_verifier_vs_kernel_objects.py", "tests/corpus/test_corpus_guest.py")
 
 
 def guest_pytest_argv(selection: Sequence[str] = GUEST_SELECTION, extra: Sequence[str] = ()) -> list[str]:

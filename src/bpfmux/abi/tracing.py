@@ -1,7 +1,8 @@
 """Tracing frames: the context of fentry/fexit/fmod_ret, tp_btf and multi programs.
 
 The trampoline saves a frame of u64 slots (see ``multi-attach.md``). For a
-function with ``n <= 6`` arguments:
+function with ``n <= 6`` arguments (up to 12 for a program of its own, where
+the frame grows to ``n + 2`` slots: ip, the arguments, ret):
 
 ====  ==  ==========  ===  ========  ===
 slot  0   1 … n       n+1  n+2 … 6   7
@@ -35,8 +36,8 @@ from dataclasses import dataclass
 from ..errors import BpfmuxError
 from .context import ContextLayout, CtxField, LoadKind
 
-#: Most arguments a traced function may have.
-MAX_TRACE_ARGS = 6
+#: Most arguments a traced function may have (x86-64: six in registers, six more on the stack).
+MAX_TRACE_ARGS = 12
 
 
 class FrameView(enum.Enum):
@@ -75,7 +76,7 @@ def frame_layout(view: FrameView, args: Sequence[ArgInfo] = (), ret: ArgInfo | N
 
     ``args`` and ``ret`` are ignored by the untyped multi views.
 
-    :raises BpfmuxError: more than 6 arguments for a trampoline view.
+    :raises BpfmuxError: more than 12 arguments for a trampoline view.
     """
     if view in (FrameView.SEED_MULTI, FrameView.MAINLINE_MULTI):
         if view is FrameView.SEED_MULTI:

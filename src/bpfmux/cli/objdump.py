@@ -3,6 +3,8 @@
 Programs (section-derived type, attach type, target, flags; linked
 instructions in llvm-objdump syntax with relocations, subprogram starts, CO-RE
 relocations and source lines annotated), maps, global data and externs.
+What a loader would refuse but can still be shown (an extern without BTF) is
+shown, with a warning on stderr.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = load_object(args.object)
+    spec = load_object(args.object, lenient=True)
+    for w in spec.warnings:
+        print(f"bpfmux: warning: {w}", file=sys.stderr)
     if args.program:
         for name in args.program:
             spec.program(name)  # NotFoundError names the ones that exist

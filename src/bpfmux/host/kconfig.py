@@ -26,8 +26,10 @@ def kernel_version(release: str | None = None) -> int:
 
 def kernel_config() -> dict[str, str]:
     """The running kernel's config (``/proc/config.gz`` or
-    ``/boot/config-<release>``) plus ``LINUX_KERNEL_VERSION``; empty values when
-    neither file exists (weak ``__kconfig`` externs then read 0)."""
+    ``/boot/config-<release>``) plus the values libbpf adds: ``LINUX_KERNEL_VERSION``,
+    ``LINUX_HAS_BPF_COOKIE`` (the kernel has ``bpf_get_attach_cookie``, 5.15
+    and later) and ``LINUX_HAS_SYSCALL_WRAPPER`` (``CONFIG_ARCH_HAS_SYSCALL_WRAPPER``);
+    only those when neither file exists (weak ``__kconfig`` externs then read 0)."""
     from ..obj.kconfig import parse_config
 
     text = ""
@@ -37,5 +39,9 @@ def kernel_config() -> dict[str, str]:
         with contextlib.suppress(OSError), open(f"/boot/config-{os.uname().release}", "rb") as f:
             text = f.read(MAX_CONFIG_BYTES).decode(errors="replace")
     values = parse_config(text) if text else {}
-    values["LINUX_KERNEL_VERSION"] = str(kernel_version())
+    version = kernel_version()
+    values["LINUX_KERNEL_VERSION"] = str(version)
+    # the two feature values libbpf gives besides the config (usdt.bpf.h and the BPF_KSYSCALL macros read them)
+    values["LINUX_HAS_BPF_COOKIE"] = "y" if version >= 0x050F00 else "n"  # bpf_get_attach_cookie() since 5.15
+    values["LINUX_HAS_SYSCALL_WRAPPER"] = "y" if values.get("CONFIG_ARCH_HAS_SYSCALL_WRAPPER") == "y" else "n"
     return values

@@ -11,6 +11,9 @@ this order, and returns a :class:`LiveCollection`:
    programs no func/line info) and :attr:`LiveCollection.warnings` says so.
 2. **maps**: created in object order (an inner map template first for maps of
    maps); ``max_entries`` 0 of a perf event array becomes the CPU count;
+   BTF key/value type ids are given only to the map types that take them
+   (:data:`~bpfmux.obj.maptypes.NO_BTF_TYPES`), and a map whose ids the
+   kernel refuses (any errno) is created again without them, with a warning;
    pinned-by-name maps are reused from ``pin_root`` when compatible, else
    created and pinned; global data gets its initial contents (``.kconfig``
    from the running kernel's config) and ``.rodata``/``.kconfig`` are frozen.
@@ -21,7 +24,9 @@ this order, and returns a :class:`LiveCollection`:
 4. **slots**: statically initialised prog arrays and maps of maps are filled.
 
 All or nothing: if anything fails, everything created so far is closed (and
-pins made by this load are removed) before the error propagates.
+pins made by this load are removed) before the error propagates; with
+``partial=True`` a program that fails is recorded in
+:attr:`~bpfmux.api.Collection.failed` and the rest loads.
 """
 
 from __future__ import annotations
@@ -265,9 +270,11 @@ class LiveKernel(api.Kernel):
 
     def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
              programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
-             log_level: int = 0) -> LiveCollection:
+             log_level: int = 0, partial: bool = False) -> LiveCollection:
         """Load an object as libbpf does (module doc; :meth:`bpfmux.api.Kernel.load`).
 
+        :param partial: programs that fail are recorded in ``coll.failed``
+            with their errors, the others load.
         :raises VerifierError: a program was rejected (log with source lines).
         :raises NotFoundError: an attach target or strong extern is missing,
             or a name in ``programs`` is not a program of the object.
@@ -280,7 +287,7 @@ class LiveKernel(api.Kernel):
 
         spec = as_spec(spec_or_path)
         coll = LiveCollection(spec)
-        LiveLoader(self, spec, coll).load(programs, kconfig, log_level)
+        LiveLoader(self, spec, coll).load(programs, kconfig, log_level, partial)
         return self._own(coll)
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import api
 from ..codecs import datasec_variables
-from ..errors import BpfError, NotSupportedError
+from ..errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ..host.cpus import possible_cpus
 from ..host.kconfig import kernel_config
 from ..isa.insn import Insn
@@ -85,13 +85,17 @@ class LiveLoader(ObjectLoader):
             return self._wrap(fd, ms)
 
     def _create_fd(self, ms: MapSpec, *, inner_fd: _sys.Fd | None = None) -> _sys.Fd:
+        """``BPF_MAP_CREATE`` as libbpf does it: no BTF ids for the map types
+        that take none (:data:`~bpfmux.obj.maptypes.NO_BTF_TYPES`), and one
+        retry without BTF ids whatever the kernel's errno when it refuses them."""
+        from ..obj.maptypes import takes_btf_ids
+
         coll = self.coll
         max_entries = ms.max_entries
         if int(ms.type) == MapType.PERF_EVENT_ARRAY and not max_entries:
             max_entries = possible_cpus()
-        use_btf = coll.btf_fd is not None and (ms.btf_key_type_id or ms.btf_value_type_id) and \
-            int(ms.type) not in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.PERF_EVENT_ARRAY,
-                                 MapType.PROG_ARRAY, MapType.RINGBUF, MapType.STACK_TRACE)
+        use_btf = coll.btf_fd is not None and bool(ms.btf_key_type_id or ms.btf_value_type_id) and \
+            takes_btf_ids(ms.type)
         name = (ms.kernel_name or ms.name)[:15]
         kw: dict[str, Any] = dict(flags=int(ms.flags), name=name, inner_map_fd=inner_fd, numa_node=ms.numa_node,
                                   map_extra=ms.map_extra)
@@ -101,20 +105,38 @@ class LiveLoader(ObjectLoader):
                                        btf_key_type_id=ms.btf_key_type_id, btf_value_type_id=ms.btf_value_type_id,
                                        **kw)
             except BpfError as err:
-                if err.errno != errno.EINVAL:
-                    raise
-                coll.warnings.append(f"map {ms.name!r}: kernel refused its BTF types; created without them")
+                first = err
+            try:
+                fd = _sys.map_create(int(ms.type), ms.key_size, ms.value_size, max_entries, **kw)
+            except BpfError as err:
+                raise self._map_error(ms, err) from first
+            coll.warnings.append(f"map {ms.name!r}: the kernel refused its BTF key/value types "
+                                 f"({errno.errorcode.get(first.errno or 0, first.errno)}); created without them")
+            return fd
         try:
             return _sys.map_create(int(ms.type), ms.key_size, ms.value_size, max_entries, **kw)
         except BpfError as err:
-            if err.errno == errno.EINVAL:
-                from .features import features
+            raise self._map_error(ms, err) from err
 
-                if not features().map_type(MapType(int(ms.type))).supported:
-                    raise NotSupportedError(f"map type {MapType(int(ms.type)).name.lower()}",
-                                            f"map {ms.name!r}: this kernel has no "
-                                            f"{MapType(int(ms.type)).name.lower()} maps") from err
-            raise
+    @staticmethod
+    def _map_error(ms: MapSpec, err: BpfError) -> BpfmuxError:
+        """The error for a map the kernel refused: :class:`NotSupportedError`
+        when the kernel has no such map type, else ``err`` with what to check."""
+        try:
+            known: MapType | None = MapType(int(ms.type))
+        except ValueError:
+            known = None
+        mtype = known.name.lower() if known is not None else f"#{int(ms.type)}"
+        if err.errno in (errno.EINVAL, ENOTSUPP, errno.EOPNOTSUPP):
+            from .features import features
+
+            if known is None or not features().map_type(known).supported:
+                return NotSupportedError(f"map type {mtype}", f"map {ms.name!r}: this kernel has no {mtype} maps")
+        if err.errno == errno.EINVAL and int(ms.type) != MapType.PERF_EVENT_ARRAY and ms.max_entries == 0:
+            return BpfError(err.errno, f"creating map {ms.name!r} failed: its max_entries is 0, which the object "
+                            "leaves for its user space to set; give it a size (bpfmux run --map-size "
+                            f"{ms.name}=N, or spec.resize_map({ms.name!r}, N))")
+        return err
 
     def _wrap(self, fd: _sys.Fd, ms: MapSpec) -> _maps.LiveMap:
         btf = self.spec.btf

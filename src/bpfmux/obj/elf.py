@@ -108,12 +108,16 @@ class _RawRel:
     sym: _Sym
 
 
-def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, name: str | None = None) -> ObjectSpec:
+def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, name: str | None = None, *,
+                lenient: bool = False) -> ObjectSpec:
     """Read a BPF ELF object.
 
     :param obj: a path, or the object's bytes.
     :param name: object name (default: the file name up to its first ``.``,
         as libbpf; ``"obj"`` for bytes).
+    :param lenient: read what can be shown even when a loader would refuse
+        it (an extern without BTF becomes an untyped kernel symbol); each
+        such compromise is in :attr:`ObjectSpec.warnings`.
     :raises ParseError: the input is not a valid BPF object (the message
         says what is wrong and where), or the path names a device, a FIFO or
         a file larger than :data:`MAX_OBJECT_BYTES`.
@@ -131,7 +135,7 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
     from ..btf.layout import TypeKindError
 
     try:
-        return _Loader(data, name or default_name, source).load()
+        return _Loader(data, name or default_name, source, lenient).load()
     except (NotFoundError, TypeKindError) as err:
         # a type id or string offset that points nowhere, a map field of a type without size: the object is corrupt
         raise ParseError(f"malformed BPF object: {err}", None, source) from None
@@ -219,10 +223,12 @@ def _is_data_section(name: str) -> bool:
 
 
 class _Loader:
-    def __init__(self, data: bytes, name: str, source: str) -> None:
+    def __init__(self, data: bytes, name: str, source: str, lenient: bool = False) -> None:
         self.data = data
         self.name = name
         self.source = source
+        self.lenient = lenient
+        self.warnings: list[str] = []
         self.kconfig_size = 0  # set by _layout_kconfig when the object has kconfig externs
 
     def err(self, msg: str, offset: int | None = None) -> ParseError:
@@ -248,6 +254,7 @@ class _Loader:
         spec.externs = self.externs = self._collect_externs()
         self._collect_maps(spec)
         self._collect_programs(spec)
+        spec.warnings = self.warnings
         return spec
 
     # -- BTF --------------------------------------------------------------
@@ -350,6 +357,11 @@ class _Loader:
             if name not in found:
                 # an extern function declared without __ksym lands in no DATASEC
                 ids = btf.find_ids(name, BtfKind.FUNC)
+                if not ids and self.lenient:
+                    self.warnings.append(f"extern {name!r} has no BTF description (a loader refuses it; declare "
+                                         "it __kconfig or __ksym); shown as an untyped kernel symbol")
+                    externs[name] = Extern(name, ExternKind.KSYM, sym.bind == STB_WEAK)
+                    continue
                 if not ids:
                     raise self.err(f"extern {name!r} has no BTF description; declare it __kconfig or __ksym")
                 found[name] = (".ksyms", ids[0])

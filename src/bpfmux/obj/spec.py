@@ -310,6 +310,8 @@ class ObjectSpec:
     :ivar kernel_version: the ``version`` section (0 when absent).
     :ivar externs: name → :class:`Extern` (kconfig, ksym and kfunc externs).
     :ivar source: where it was read from.
+    :ivar warnings: what a lenient read (``load_object(lenient=True)``)
+        accepted that a loader refuses.
     """
 
     name: str
@@ -320,6 +322,7 @@ class ObjectSpec:
     kernel_version: int = 0
     externs: dict[str, Extern] = field(default_factory=dict)
     source: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def program(self, name: str) -> ProgramSpec:
         """The program called ``name``.
@@ -359,7 +362,8 @@ class ObjectSpec:
             if chosen is not None and ps.name not in chosen:
                 skipped[ps.name] = "not selected"
             elif chosen is None and not ps.autoload:
-                skipped[ps.name] = "section starts with '?' (not loaded by default)"
+                skipped[ps.name] = ("section starts with '?' (not loaded by default)" if ps.section.startswith("?")
+                                    else "autoload turned off")
             else:
                 load.append(ps)
         return load, skipped
@@ -374,40 +378,61 @@ class ObjectSpec:
         """The ``__ksym`` externs (variables and kfuncs)."""
         return [e for e in self.externs.values() if e.kind is not ExternKind.KCONFIG]
 
-    def set_rodata(self, name: str, value: int | bytes | str) -> None:
+    def set_rodata(self, name: str, value: object) -> None:
         """Set a ``const volatile`` global (``.rodata``, ``.rodata.*``)
         before load, as a tool's user space does (``skel->rodata->x = …``);
-        the value is encoded with the variable's BTF type (text fills a
-        char array).
+        see :meth:`set_global`.
 
         :raises NotFoundError: no read-only global of that name (or no BTF).
         :raises ParseError: the value does not fit the variable's type.
         """
-        from ..btf.codec import codec
-        from ..btf.types import Datasec, Var
+        try:
+            self.set_global(name, value, sections=(".rodata",))
+        except NotFoundError:
+            raise NotFoundError("read-only global (const volatile)", name, "the object's read-only globals are: "
+                                f"{', '.join(self.rodata_variables()) or 'none'}") from None
 
-        for ms in self.maps.values():
-            if not ms.section.startswith(".rodata") or self.btf is None:
-                continue
-            try:
-                ds = self.btf.find(ms.section, "datasec")
-            except KeyError:
-                continue
-            assert isinstance(ds, Datasec)  # found by kind
-            for vs in ds.vars:
-                var = self.btf[vs.type_id]
-                if var.name != name or not isinstance(var, Var):
-                    continue
-                c = codec(self.btf, var.type_id)
-                v: object = value.encode() if isinstance(value, str) else value
-                if isinstance(v, bytes):
-                    v = v.ljust(c.size, b"\0")[: c.size]
-                data = bytearray(ms.value or bytes(ms.value_size))
-                data[vs.offset : vs.offset + vs.size] = c.encode(v)[: vs.size]
-                ms.value = bytes(data)
-                return
-        raise NotFoundError("read-only global (const volatile)", name,
-                            f"the object's read-only globals are in {', '.join(self.rodata_variables()) or 'none'}")
+    def set_global(self, name: str, value: object, *, sections: tuple[str, ...] = (".rodata", ".data", ".bss")) -> None:
+        """Set a global variable of ``.rodata``, ``.data`` or ``.bss`` before
+        load (``skel->rodata->targ_pid = 42``, ``skel->bss->time = …``).
+
+        The value is encoded with the variable's BTF type: a Python value
+        (``int``, ``bool``, ``list`` for arrays, ``bytes``/``str`` for char
+        arrays, ``dict`` for structs), or text for any other type, read as
+        :func:`bpfmux.obj.variables.parse_value` says (``"0x10"``, ``"true"``,
+        an enumerator, ``"80,443"``).
+
+        :raises NotFoundError: no such variable (or the object has no BTF).
+        :raises ParseError: the value does not read as, or fit, the variable's type.
+        """
+        from .variables import find_global, parse_value, store
+
+        var = find_global(self, name, sections)
+        if self.btf is not None and (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)
+                                                               and _is_scalar(self.btf, var.type_id))):
+            value = parse_value(self.btf, var.type_id, str(value))  # ints as C converts them: -1 → all ones
+        store(self, var, value)
+
+    def resize_map(self, name: str, max_entries: int | None = None, value_size: int | None = None) -> None:
+        """Change a map's size before load, as a tool's user space does
+        (``bpf_map__set_max_entries``, ``bpf_map__set_value_size``): stack-trace
+        maps declared with ``max_entries 0``, hash sizes set from ``pid_max``.
+
+        :raises NotFoundError: no such map.
+        :raises InvalidArgumentError: a size below 1, or a global-data map.
+        """
+        from ..errors import InvalidArgumentError
+
+        ms = self.map(name)
+        if ms.is_global_data:
+            raise InvalidArgumentError(f"map {name!r} holds global data; its size is the section's")
+        for what, v in (("max_entries", max_entries), ("value_size", value_size)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1 or v >= 1 << 32):
+                raise InvalidArgumentError(f"map {name!r}: {what} must be an integer from 1 to 2**32-1, not {v!r}")
+        if max_entries is not None:
+            ms.max_entries = max_entries
+        if value_size is not None:
+            ms.value_size = value_size
 
     def rodata_variables(self) -> list[str]:
         """Names of the object's ``const volatile`` globals."""
@@ -438,3 +463,12 @@ class ObjectSpec:
         from .kconfig import encode
 
         return encode(self.kconfig_externs, values)
+
+
+def _is_scalar(btf: Btf, type_id: int) -> bool:
+    """An integer, enum or pointer type (what a Python int is converted to as C does)."""
+    from ..btf.layout import resolve
+    from ..btf.types import Enum, Int
+
+    t = resolve(btf, btf[type_id])
+    return isinstance(t, Int | Enum) or t.kind.name == "PTR"

@@ -30,7 +30,15 @@ from ... import api
 from ...abi import ContextLayout, context_for, frame_layout, frame_view_for
 from ...abi.tracing import ArgInfo, FrameView
 from ...attach import is_glob
-from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError, ParseError, VerifierError
+from ...errors import (
+    BpfError,
+    BpfmuxError,
+    InvalidArgumentError,
+    NotFoundError,
+    NotSupportedError,
+    ParseError,
+    VerifierError,
+)
 from ...isa.insn import Insn
 from ...loader import as_spec
 from ...obj.spec import ObjectSpec
@@ -139,6 +147,7 @@ class Emulator(api.Kernel):
         add_test_functions(self.functions, self.memory)
         if self.btf is not None:
             self._register_kfuncs()
+        self.vm.ksym_resolver = self._ksym_address
         self.registry = Registry()
         self.tracepoints = TracepointRegistry(self.btf)
         self.kprobes = ProbeDispatch(self.vm.space)
@@ -161,6 +170,29 @@ class Emulator(api.Kernel):
             for fid in self.btf.find_ids(name):
                 if self.btf.kind_of(fid) == BtfKind.FUNC:
                     self.vm.register_kfunc(fid, fn, name)
+
+    def _ksym_address(self, btf_id: int) -> int | None:
+        """The address an ``lddw`` of BTF id ``btf_id`` loads: a function's
+        (``&bpf_fentry_test1``, ``bpf_ksym_exists(kfunc)``), or for a typed
+        ``__ksym`` variable zeroed memory of its type's size, allocated once."""
+        if self.functions.has_id(btf_id):
+            try:
+                return self.functions.by_id(btf_id).addr
+            except (NotFoundError, ParseError):
+                return None
+        if self.btf is None:
+            return None
+        from ...btf.layout import sizeof
+        from ...btf.types import Var
+
+        try:
+            t = self.btf[btf_id]
+            if not isinstance(t, Var):
+                return None
+            size = sizeof(self.btf, self.btf[t.type_id])
+        except (IndexError, KeyError, ParseError, BpfmuxError):
+            return None
+        return self.alloc(max(size, 8), name=t.name)
 
     # -- memory -------------------------------------------------------------
 
@@ -197,11 +229,13 @@ class Emulator(api.Kernel):
 
     def load(self, spec_or_path: ObjectSpec | str | bytes | os.PathLike[str], *,
              programs: Iterable[str] | None = None, kconfig: Mapping[str, object] | None = None,
-             log_level: int = 0) -> EmulatedCollection:
+             log_level: int = 0, partial: bool = False) -> EmulatedCollection:
         """Load an object (see :meth:`bpfmux.api.Kernel.load`): maps created
         (global data filled, ``.rodata`` frozen), programs relocated against
         this emulator's BTF, verified and loaded.
 
+        :param partial: programs that fail are recorded in ``coll.failed``
+            with their errors, the others load.
         :raises VerifierError: a program was rejected (``.log`` says why).
         :raises NotFoundError: an attach target or map is missing, or a name
             in ``programs`` is not a program of the object.
@@ -210,7 +244,7 @@ class Emulator(api.Kernel):
         """
         spec = as_spec(spec_or_path)
         coll = EmulatedCollection(spec)
-        EmulatedLoader(self, spec, coll).load(programs, kconfig, log_level)
+        EmulatedLoader(self, spec, coll).load(programs, kconfig, log_level, partial)
         return coll
 
     def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
@@ -409,11 +443,15 @@ class Emulator(api.Kernel):
 
         Tracepoint programs (through perf events) get the record laid out
         from ``fields`` by the tracepoint's format; raw_tp/tp_btf programs get
-        ``args`` (the ``TP_PROTO`` arguments, as u64). Probes run in
-        registration order.
+        one u64 slot per ``TP_PROTO`` argument (from BTF): ``args`` in order
+        (all of them), or else the ``fields`` named after arguments, the
+        rest 0 — ``fire("raw_syscalls:sys_enter", id=39)`` gives both kinds
+        the syscall number. Probes run in registration order.
 
         :raises NotFoundError: unknown tracepoint.
-        :raises BpfmuxError: a field the tracepoint does not have.
+        :raises BpfmuxError: a field that is neither in the tracepoint's
+            format nor an argument of its prototype, or positional ``args``
+            fewer or more than the prototype's when raw programs are attached.
         """
         return self.tracepoints.fire(tracepoint, args, fields, self.vm.task.pid)
 

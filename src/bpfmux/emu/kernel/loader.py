@@ -57,7 +57,7 @@ class EmulatedLoader(ObjectLoader):
         if int(ms.type) == MapType.PERF_EVENT_ARRAY and not max_entries:
             max_entries = vm.ncpus  # libbpf: one slot per possible CPU
         return vm.create_map(ms.type, ms.key_size, ms.value_size, max_entries, flags=int(ms.flags), name=ms.name,
-                             inner=inner)
+                             inner=inner, map_extra=ms.map_extra)
 
     def write_global(self, m: api.Map, ms: MapSpec, data: bytes) -> None:
         """Store the section's initial bytes."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...abi.tpformat import bundled_events, load_format
-from ...errors import NotFoundError
+from ...errors import BpfmuxError, NotFoundError
 from ...uapi import ProgType
 from ..vm.runtime import RunContext
 from .hooks import TraceEvent, tracepoint_record
@@ -109,20 +109,81 @@ class TracepointRegistry:
         except NotFoundError:
             return None
 
-    def fire(self, name: str, args: Iterable[int], fields: dict[str, Any], pid: int) -> int:
-        """One hit: tracepoint programs get the record laid out from ``fields``,
-        raw_tp/tp_btf programs the ``args``; in registration order. Returns
-        how many programs ran.
+    def raw_params(self, name: str) -> list[str] | None:
+        """Names of raw tracepoint ``name``'s ``TP_PROTO`` arguments (the
+        context slots of its raw_tp/tp_btf programs), from BTF; ``None``
+        without BTF or without that prototype.
 
         :raises NotFoundError: unknown tracepoint.
-        :raises BpfmuxError: a field the tracepoint does not have.
+        """
+        if self.btf is None:
+            return None
+        from ...btf.types import Func, FuncProto, Ptr
+
+        raw = self.get(name).name.split(":", 1)[1]
+        btf = self.btf
+        ids = btf.find_ids(f"btf_trace_{raw}")
+        if not ids:
+            return None
+        p = btf.resolve(btf[ids[0]])
+        proto = btf[p.type_id] if isinstance(p, Ptr) else None
+        if not isinstance(proto, FuncProto):
+            return None
+        names = [q.name for q in proto.params[1:]]  # the first is the probe's data
+        if not all(names):  # the typedef's parameters are unnamed: the kernel's probe function names them
+            for fid in btf.find_ids(f"__bpf_trace_{raw}"):
+                f = btf[fid]
+                fp = btf[f.type_id] if isinstance(f, Func) else None
+                if isinstance(fp, FuncProto) and len(fp.params) == len(proto.params):
+                    names = [q.name for q in fp.params[1:]]
+                    break
+        return [n or f"arg{i}" for i, n in enumerate(names)]
+
+    def raw_slots(self, name: str, args: Sequence[int], fields: dict[str, Any]) -> list[int]:
+        """The context a raw_tp/tp_btf program of ``name`` gets: one u64 slot per
+        ``TP_PROTO`` argument. Positional ``args`` give every slot in order;
+        without them, the keyword ``fields`` that name arguments give theirs
+        and the rest are 0 (``fire("raw_syscalls:sys_enter", id=39)``). Without
+        the prototype (no BTF) the slots are ``args`` as given.
+
+        :raises BpfmuxError: a count of positional arguments other than the
+            prototype's, or a field that is neither an argument nor a field
+            of the tracepoint's format.
+        """
+        values = [a & U64 for a in args]
+        params = self.raw_params(name)
+        if params is None:
+            return values or [0]
+        ev = self.get(name)
+        own = [f.name for f in ev.format.fields if not f.common] if ev.format is not None else []
+        unknown = [k for k in fields if k not in params and k not in own and not k.startswith("common_")]
+        if unknown:
+            raise BpfmuxError(f"tracepoint {ev.name} has no argument or field {unknown[0]!r}; its arguments "
+                              f"(the raw_tp/tp_btf context) are {', '.join(params) or 'none'}, its fields "
+                              f"{', '.join(own) or 'none'}")
+        if values:
+            if len(values) != len(params):
+                raise BpfmuxError(f"tracepoint {ev.name} takes {len(params)} argument(s) ({', '.join(params)}), "
+                                  f"{len(values)} given; give them all in order, or name them "
+                                  f"({params[-1] if params else 'name'}=…)")
+            return values
+        return [int(fields.get(p, 0)) & U64 for p in params] or [0]
+
+    def fire(self, name: str, args: Iterable[int], fields: dict[str, Any], pid: int) -> int:
+        """One hit: tracepoint programs get the record laid out from ``fields``,
+        raw_tp/tp_btf programs the prototype's slots (:meth:`raw_slots`); in
+        registration order. Returns how many programs ran.
+
+        :raises NotFoundError: unknown tracepoint.
+        :raises BpfmuxError: a field the tracepoint does not have, or a wrong
+            count of arguments for its raw programs.
         """
         ev = self.get(name)
         ev.hits += 1
         ran = 0
         record: bytearray | None = None
         raw: bytearray | None = None
-        values = [a & U64 for a in args]
+        args = list(args)
         for kind, owner in list(ev.probes):
             if kind == "perf":
                 if record is None:
@@ -133,7 +194,8 @@ class TracepointRegistry:
                     ran += 1
             elif owner is not None:  # a raw tracepoint link ("raw" entries always hold theirs)
                 if raw is None:
-                    raw = bytearray(struct.pack(f"<{max(len(values), 1)}Q", *(values or [0])))
+                    slots = self.raw_slots(name, args, fields)
+                    raw = bytearray(struct.pack(f"<{len(slots)}Q", *slots))
                 owner.program.run(raw, context=RunContext(cookie=owner.cookie))
                 ran += 1
         return ran

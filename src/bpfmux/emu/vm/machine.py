@@ -171,7 +171,7 @@ class EmuProgram:
             self.entries.add(target)
             return self.func_addr(target)
         if src == Pseudo.BTF_ID:
-            addr = vm.ksyms.get(imm & M32)
+            addr = vm.ksym_address(imm & M32)
             if addr is None:
                 raise NotSupportedError("ksym", f"{self.name}: insn {pc} loads kernel symbol BTF id "
                                         f"{imm & M32}; give its address in VM.ksyms")
@@ -370,6 +370,9 @@ class VM:
     :ivar on_trace: called with each such message (optional).
     :ivar kfuncs: BTF id → kfunc implementation (same signature as helpers).
     :ivar ksyms: BTF id → address, for ``lddw`` of kernel symbols.
+    :ivar ksym_resolver: ``btf_id -> address | None`` for ids not in
+        :attr:`ksyms` (the emulated kernel gives its functions' and
+        variables' addresses); what it returns is kept in :attr:`ksyms`.
     :ivar symbolize: ``addr -> name | None`` for ``%pS`` (optional).
     :param memory_budget: bytes the emulated kernel may hold: maps, ring
         buffers, stack frames (default :data:`~.accounting.DEFAULT_MEMORY_BUDGET`,
@@ -416,6 +419,7 @@ class VM:
         self._kfunc_version = 0
         self._maps_version = 0
         self.ksyms: dict[int, int] = {}
+        self.ksym_resolver: Callable[[int], int | None] | None = None
         self.symbolize: Callable[[int], str | None] | None = None
         self.run_budget = run_budget
         self.max_loop_iterations = 1 << 24
@@ -439,11 +443,21 @@ class VM:
     def max_insns(self, value: int) -> None:
         self.run_budget = value
 
+    def ksym_address(self, btf_id: int) -> int | None:
+        """The address of the kernel symbol with BTF id ``btf_id``:
+        :attr:`ksyms`, else :attr:`ksym_resolver` (``None``: unknown)."""
+        addr = self.ksyms.get(btf_id)
+        if addr is None and self.ksym_resolver is not None:
+            addr = self.ksym_resolver(btf_id)
+            if addr is not None:
+                self.ksyms[btf_id] = addr
+        return addr
+
     # -- maps ----------------------------------------------------------------
 
     def create_map(self, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
                    flags: int = 0, name: str = "", inner: EmuMap | None = None, key_codec: Codec | None = None,
-                   value_codec: Codec | None = None) -> EmuMap:
+                   value_codec: Codec | None = None, map_extra: int = 0) -> EmuMap:
         """Create a map (see :mod:`bpfmux.emu.vm.maps`); its ``fd`` is what
         ``lddw`` map relocations use.
 
@@ -451,7 +465,7 @@ class VM:
         :raises BpfError: ``EINVAL`` sizes or flags the kernel would refuse.
         """
         return create_map(self, map_type, key_size, value_size, max_entries, flags=flags, name=name, inner=inner,
-                          key_codec=key_codec, value_codec=value_codec)
+                          key_codec=key_codec, value_codec=value_codec, map_extra=map_extra)
 
     def map_from_spec(self, spec: Any, inner: EmuMap | None = None) -> EmuMap:
         """Create a map from a map spec (an object with ``name``, ``type``

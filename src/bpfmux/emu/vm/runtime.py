@@ -51,6 +51,7 @@ class Task:
     :ivar uid: user id; :ivar gid: group id.
     :ivar memory: the task's user memory, read by ``bpf_probe_read_user*``
         (``None``: every user read fails with ``-EFAULT``).
+    :ivar cgroup: the task's cgroup v2 path (``bpf_current_task_under_cgroup``).
     """
 
     pid: int = 1
@@ -59,6 +60,7 @@ class Task:
     uid: int = 0
     gid: int = 0
     memory: AddressSpace | None = None
+    cgroup: str = "/"
 
     def comm_bytes(self) -> bytes:
         """``comm`` as the kernel stores it: at most 15 bytes and a NUL."""

@@ -179,7 +179,9 @@ def map_create(
         map_extra=map_extra,
     )
     label = f"creating map {name!r}" if name else "creating a map"
-    hints = {_errno.EINVAL: "the kernel rejected its type, sizes or flags; check the map definition"}
+    hints = {_errno.EINVAL: "the kernel rejected its type, sizes or flags; check the map definition",
+             ENOTSUPP: "the kernel does not support this map type with these flags"
+                       + (" or BTF key/value types" if btf_key_type_id or btf_value_type_id else "")}
     return Fd(_bpf_or(Cmd.MAP_CREATE, a, label, hints), "map")
 
 

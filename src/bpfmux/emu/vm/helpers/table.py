@@ -90,4 +90,4 @@ class HelperTable:
 
 
 def _load_defaults() -> None:
-    from . import control, maps, output, probe, task, tracing  # noqa: F401 - registers helpers
+    from . import control, maps, output, probe, queues, task, tracing  # noqa: F401 - registers helpers

@@ -19,6 +19,11 @@ map type               class
 ``PROG_ARRAY``         :class:`~.fdarray.ProgArrayMap`
 ``ARRAY_OF_MAPS``      :class:`~.fdarray.ArrayOfMaps`
 ``HASH_OF_MAPS``       :class:`~.hash.HashOfMaps`
+``CGROUP_ARRAY``       :class:`~.cgroup.CgroupArrayMap`
+``LPM_TRIE``           :class:`~.lpm.LpmTrieMap`
+``QUEUE``              :class:`~.queue.QueueMap`
+``STACK``              :class:`~.queue.StackMap`
+``BLOOM_FILTER``       :class:`~.bloom.BloomFilterMap`
 =====================  =========================================
 """
 
@@ -30,8 +35,12 @@ from ....errors import NotSupportedError
 from ....uapi import MapType
 from .array import ArrayMap, PercpuArrayMap
 from .base import ANY, EXIST, LOCK, NOEXIST, Codec, EmuMap
+from .bloom import BloomFilterMap
+from .cgroup import CgroupArrayMap
 from .fdarray import ArrayOfMaps, PerfBuffer, PerfEventArrayMap, ProgArrayMap
 from .hash import HashMap, HashOfMaps, LruHashMap, LruPercpuHashMap, PercpuHashMap
+from .lpm import LpmTrieMap
+from .queue import QueueMap, StackMap
 from .ringbuf import RingBufMap
 from .stacktrace import StackTraceMap
 
@@ -52,13 +61,19 @@ MAP_CLASSES: dict[MapType, type[EmuMap]] = {
     MapType.PROG_ARRAY: ProgArrayMap,
     MapType.ARRAY_OF_MAPS: ArrayOfMaps,
     MapType.HASH_OF_MAPS: HashOfMaps,
+    MapType.CGROUP_ARRAY: CgroupArrayMap,
+    MapType.LPM_TRIE: LpmTrieMap,
+    MapType.QUEUE: QueueMap,
+    MapType.STACK: StackMap,
+    MapType.BLOOM_FILTER: BloomFilterMap,
 }
 
 
 def create_map(vm: VM, map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *,
                flags: int = 0, name: str = "", inner: EmuMap | None = None, key_codec: Codec | None = None,
-               value_codec: Codec | None = None) -> EmuMap:
-    """Create an emulated map of ``map_type`` in ``vm``.
+               value_codec: Codec | None = None, map_extra: int = 0) -> EmuMap:
+    """Create an emulated map of ``map_type`` in ``vm`` (``map_extra``: a
+    bloom filter's number of hash functions in its low 4 bits).
 
     :raises NotSupportedError: the emulator has no such map type.
     :raises BpfError: ``EINVAL`` bad sizes/flags for the type (as the kernel).
@@ -74,6 +89,8 @@ def create_map(vm: VM, map_type: MapType | int, key_size: int, value_size: int, 
     kw: dict[str, Any] = {"flags": flags, "name": name, "key_codec": key_codec, "value_codec": value_codec}
     if mtype in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS):
         kw["inner"] = inner
+    if mtype == MapType.BLOOM_FILTER:
+        kw["map_extra"] = map_extra
     return cls(vm, key_size, value_size, max_entries, **kw)
 
 
@@ -85,10 +102,13 @@ __all__ = [
     "NOEXIST",
     "ArrayMap",
     "ArrayOfMaps",
+    "BloomFilterMap",
+    "CgroupArrayMap",
     "Codec",
     "EmuMap",
     "HashMap",
     "HashOfMaps",
+    "LpmTrieMap",
     "LruHashMap",
     "LruPercpuHashMap",
     "PerfBuffer",
@@ -96,7 +116,9 @@ __all__ = [
     "PercpuArrayMap",
     "PercpuHashMap",
     "ProgArrayMap",
+    "QueueMap",
     "RingBufMap",
+    "StackMap",
     "StackTraceMap",
     "create_map",
 ]

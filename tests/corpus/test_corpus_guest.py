@@ -1,0 +1,73 @@
+"""The corpus tools built on kprobes and fentry, in the VM tier's guest (Debian's
+6.12 kernel has both; this machine's kernel has neither): each object loaded
+and attached as its tool does on that kernel, and the emulated verifier's
+verdicts on the programs only a kernel with fentry judges.
+
+Runs only inside the guest (``tests/vm/vmtest.py`` lists this file in
+``GUEST_SELECTION``); elsewhere every test skips, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from corpus_harness import started, tool_names
+from corpus_probes import LiveProbe
+from corpus_tools import TOOLS
+from corpus_verdicts import ACCEPT, NONE, disagreements, verdicts
+
+IN_GUEST = os.environ.get("BPFMUX_VMTEST_GUEST") == "1"
+pytestmark = [
+    pytest.mark.skipif(not IN_GUEST, reason="runs only inside the VM tier's guest (tests/vm): the kprobe and "
+                                            "fentry tools need a kernel with kprobes and fentry"),
+    pytest.mark.usefixtures("corpus"),
+]
+
+#: what the guest kernel lacks that a tool's settings may still name (its functions exist on other kernels)
+ABSENT = ("no kernel func", "no kernel function", "no such function", "does not exist", "No such file",
+          "ENOENT", "not found")
+
+GUEST_TOOLS = [t for t in tool_names() if not TOOLS[t].runs_here]
+
+_R0 = "the emulated verifier's R0 at the exit of a static subprogram (branch verifier)"
+#: tool → program → why the guest's verifier and the emulated one disagree (programs only the guest judges)
+KNOWN_GUEST: dict[str, dict[str, str]] = {
+    "klockstat": {"mutex_unlock": _R0, "up_read": _R0, "up_write": _R0},
+}
+
+
+def _absent(why: str) -> bool:
+    return any(text in why for text in ABSENT)
+
+
+@pytest.mark.parametrize("tool", GUEST_TOOLS)
+def test_kprobe_and_fentry_tools_start_in_the_guest(tool: str) -> None:
+    """Everything the tool loads loads and everything it attaches attaches, but for functions this kernel does
+    not have (a driver not loaded, a function renamed since)."""
+    probe = LiveProbe()
+    t = TOOLS[tool]
+    with started(probe.kernel, t, t.settings(probe)) as st:
+        unexplained = {n: w for n, w in {**st.failed, **st.attach_failed}.items() if not _absent(w)}
+        assert not unexplained, unexplained
+        assert st.links or t.needs or st.failed or st.attach_failed, f"{tool} attached nothing"
+
+
+@pytest.mark.parametrize("tool", GUEST_TOOLS)
+def test_fentry_verdicts_match_the_guest_kernel(tool: str) -> None:
+    """The emulated verifier on the guest's BTF agrees with the guest's verifier on every program both judge."""
+    from bpfmux.btf import Btf
+    from bpfmux.emu import Emulator
+
+    probe = LiveProbe()
+    t = TOOLS[tool]
+    settings = t.settings(probe)
+    kernel_v = verdicts(probe.kernel, t, settings)
+    with Emulator(btf=Btf.vmlinux()) as emu:
+        emu_v = verdicts(emu, t, settings)
+    from test_corpus_emulator import KNOWN
+
+    got = disagreements(kernel_v, emu_v)
+    assert set(got) <= set(KNOWN.get(tool, {})) | set(KNOWN_GUEST.get(tool, {})), got
+    judged = [n for n, (v, _) in kernel_v.items() if v != NONE]
+    assert judged and any(kernel_v[n][0] == ACCEPT for n in judged), kernel_v
