@@ -172,14 +172,26 @@ def _kernel_functions(spec: ProbeSpec, r: Resolver) -> list[str]:
 
 
 def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
+    """The functions a uprobe spec names. Aliases (``strtol``, ``strtoll``,
+    ``strtoq`` at one address) are each a probe of their own, as in bpftrace:
+    each fires on every call of the address.
+
+    :raises NotFoundError: no such binary, symbol, or a glob matching nothing.
+    """
     from ..host.targets import resolve_uprobe_targets
 
-    groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
+    try:
+        groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
+    except NotFoundError as e:
+        if e.kind != "function symbol":
+            raise
+        raise NotFoundError("function", spec.name, f"{spec.path} has no such function; list its functions with "
+                            f"'bpfmux trace -l uprobe:{spec.path}:*'") from None  # fmt: skip
     (path, (funcs, _, _)), = groups.items()
-    seen: dict[int, str] = {}
+    seen: dict[str, int] = {}
     for name, off in funcs:
-        seen.setdefault(off, name)  # aliases at one offset are one probe
-    return path, [(n, o) for o, n in seen.items()]
+        seen.setdefault(name, off)  # a symbol listed twice (versions, .symtab and .dynsym) is one probe
+    return path, list(seen.items())
 
 
 def plan(specs: list[ProbeSpec], opts: TraceOptions, resolver: Resolver) -> tuple[list[Group], list[Probe]]:

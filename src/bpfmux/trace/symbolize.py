@@ -65,6 +65,23 @@ class Symbolizer:
         self._maps: dict[int, list[tuple[int, int, int, str]]] = {}
         self._elf: dict[str, _Table | None] = {}
 
+    def kernel_symbol(self, ip: int) -> tuple[str, int] | None:
+        """``(function, offset)`` of a kernel address (``None`` when unknown)."""
+        self.kernel(ip)
+        assert self._kernel is not None
+        return self._kernel.find(ip, sized=False)
+
+    def user_symbol(self, pid: int, ip: int) -> tuple[str, int, str] | None:
+        """``(function, offset, file path)`` of a user address of process ``pid``
+        (``None`` when unknown)."""
+        self.remember(pid)
+        for lo, hi, off, path in self._maps.get(pid, ()):
+            if lo <= ip < hi:
+                table = self._elf_table(path)
+                hit = table.find(ip - lo + off, sized=True) if table else None
+                return (hit[0], hit[1], path) if hit else None
+        return None
+
     def kernel(self, ip: int) -> str:
         """``func+0x1f`` (or the hex address when unknown)."""
         if self._kernel is None:
