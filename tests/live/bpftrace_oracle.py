@@ -136,8 +136,10 @@ def parse_maps(out: str) -> dict[str, str]:
             current = m.group(1)
             result[current] = m.group(2)
             continue
-        if current is not None and line.strip():
+        if current is not None and (line.startswith(("[", "(", " ", "\t", "]")) and line.strip()):
             result[current] += "\n" + line
+        else:
+            current = None
     return result
 
 

@@ -1003,6 +1003,10 @@ class Gen:
         if t.kind == K.STR:
             self.string_to(e, off, want.size if want.kind == K.STR else t.size)
             return
+        if isinstance(e, A.Builtin) and e.name == "func":  # a uprobe's func: (ip, pid) as a user symbol
+            a.ldxdw(R0, R6, reg_offset("ip")).stxdw(R9, off, R0)
+            a.call(H.get_current_pid_tgid).rsh(R0, 32).stxdw(R9, off + 8, R0)
+            return
         if isinstance(e, A.Var):
             src = self.vars[e.name]
             self.zero(off, size)
@@ -1356,7 +1360,12 @@ class Gen:
             m = e.args[0]
             assert isinstance(m, A.MapRef)
             key = self.key(m)
-            a.ld_map_fd(R1, map_ref(m.name)).mov(R2, R9).add(R2, key).call(H.map_delete_elem)
+            if self.map_info(m.name).array:  # bpftrace stores zero in an array instead of deleting
+                val = self.alloc(8)
+                a.stdw(R9, val, 0)
+                self.update(m.name, key, val, 0)
+            else:
+                a.ld_map_fd(R1, map_ref(m.name)).mov(R2, R9).add(R2, key).call(H.map_delete_elem)
         elif n == "signal":
             if id(e) in self.info.consts:
                 a.mov(R1, self.info.consts[id(e)])

@@ -97,7 +97,8 @@ class Context:
     :ivar provider: bpftrace's probe kind.
     :ivar how: the attach :class:`~bpfmux.trace.plan.Mechanism`, or
         ``"special"`` (``BEGIN``/``END``/``interval``: run by bpfmux through
-        test runs) or ``"hardware"``.
+        test runs), ``"hardware"``, or ``"skipped"`` (a block none of whose
+        attach points exists: checked, not loaded).
     :ivar group: the planner's group (``None`` for specials).
     :ivar targets: the probes covered, in attach order.
     """
@@ -296,6 +297,8 @@ def resolve(program: A.Program, kernel: Resolver, *, params: list[str] | None = 
                     continue
                 contexts.append(Context(bi, owner.provider, g.how, g, targets, owner, retprobe=g.retprobe))
         contexts.sort(key=lambda c: next(i for i, s in enumerate(specs) if s is c.attach))
+        if not contexts:  # every attach point was skipped: still checked (its maps exist and print), never loaded
+            contexts.append(Context(bi, specs[0].provider, "skipped", None, [], specs[0]))
         res.contexts.append(contexts)
     return res
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .. import api
-from ..errors import BpfError, BpfmuxError, NotFoundError
+from ..errors import BpfError, BpfmuxError, NotFoundError, ParseError
 from ..trace.plan import Mechanism
 from ..uapi import MapType
 from . import ast as A
@@ -119,6 +119,8 @@ def compile_script(text: str, kernel: Any, options: Options | None = None, *, na
     start = _kernel_now(kernel)
     programs = []
     for i, info in enumerate(checked.contexts):
+        if info.ctx.how == "skipped":
+            continue
         uprobe = info.ctx.how in (Mechanism.UPROBE, Mechanism.UPROBE_MULTI)
         tgid = opts.pid if uprobe and opts.pid and info.ctx.how == Mechanism.UPROBE else None
         programs.append(compile_context(checked, info, i, start_ns=start, tgid_filter=tgid))
@@ -209,7 +211,7 @@ class Session:
         mk("events", MapType.RINGBUF, 0, 0, _RINGBUF_SIZE, "bt_events")
         mk("drops", MapType.PERCPU_ARRAY, 4, 8, 1, "bt_drops")
         for name, info in checked.maps.items():
-            t = MapType.PERCPU_HASH if info.percpu else MapType.HASH
+            t = MapType.PERCPU_ARRAY if info.array else MapType.PERCPU_HASH if info.percpu else MapType.HASH
             entries = self.options.map_keys_max if info.keyed else 1
             mk(map_ref(name), t, info.key_size, info.value_size, entries, _map_name(name))
         stacks = sorted({s for p in self.script.programs for s in p.stacks})
@@ -419,7 +421,10 @@ class Session:
         self.out.write(self.printer.map_text(info, self.map_items(name), top, div))
 
     def clear_map(self, name: str) -> None:
-        """``clear(@name)``: every key deleted (a map without keys is zeroed, as bpftrace does)."""
+        """``clear(@name)``: every key deleted (an array is zeroed, as bpftrace does)."""
+        if self.script.checked.maps[name].array:
+            self.zero_map(name)
+            return
         m = self.maps[map_ref(name)]
         for k, _ in m.raw_items():
             try:
@@ -431,9 +436,12 @@ class Session:
         """``zero(@name)``: every value set to zero."""
         m = self.maps[map_ref(name)]
         info = self.script.checked.maps[name]
+        if info.array:
+            _put(m, 0, info.value_size)
+            return
         for k, _ in m.raw_items():
             try:
-                m[bytes(k)] = bytes(info.value_size)
+                _put(m, bytes(k), info.value_size)
             except (NotFoundError, BpfError):
                 pass
 
@@ -524,6 +532,14 @@ def _strip_bpf_frames(ips: list[int], printer: Printer) -> list[int]:
             break
         i += 1
     return ips[i:] if i < len(ips) else ips
+
+
+def _put(m: api.Map, key: Any, size: int) -> None:
+    """Store a zero value of ``size`` bytes at ``key`` (maps without BTF take ints for ≤ 8-byte values)."""
+    try:
+        m[key] = bytes(size)
+    except (ParseError, TypeError, ValueError):
+        m[key] = 0
 
 
 def _cat(path: str) -> str:

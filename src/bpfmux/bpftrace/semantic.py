@@ -110,8 +110,16 @@ class MapInfo:
     keyed: bool = False
 
     @property
+    def array(self) -> bool:
+        """A ``count()`` map without key: bpftrace keeps it in a one-entry per-CPU
+        array, so it always exists (prints ``0``) and ``clear``/``delete`` zero it."""
+        return self.value.kind == K.COUNT and not self.keyed
+
+    @property
     def key_size(self) -> int:
-        """Bytes of a key (8 for a map without key)."""
+        """Bytes of a key (8 for a map without key, 4 for an array)."""
+        if self.array:
+            return 4
         return max(8, sum(slot_size(k) for k in self.keys))
 
     @property
@@ -629,6 +637,8 @@ class Analyzer:
         if n == "func":
             if p not in ("kprobe", "kretprobe", "uprobe", "uretprobe", "kfunc", "kretfunc"):
                 raise self.error(f"the func builtin can not be used with '{p}' probes", e.loc, construct="builtin func")
+            if p in ("uprobe", "uretprobe"):  # bpftrace: the instruction pointer as a user symbol
+                return T(K.USYM, 16)
             return T(K.FUNC)
         if n == "retval":
             if p in ("kretprobe", "uretprobe"):
