@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,50 +46,63 @@ class Run:
 
 
 class _Tracer:
+    """A tracer process whose stdout and stderr are read all the time (a full
+    pipe would stall it and make it lose events)."""
+
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
         self.buf = b""
         self.err = b""
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._pump, args=(self.p.stdout, "buf"), daemon=True),
+                        threading.Thread(target=self._pump, args=(self.p.stderr, "err"), daemon=True)]  # fmt: skip
+        for t in self.threads:
+            t.start()
+
+    def _pump(self, stream: object, attr: str) -> None:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            with self.lock:
+                setattr(self, attr, getattr(self, attr) + chunk)
 
     def read_until(self, pattern: re.Pattern[bytes], deadline: float) -> bool:
-        assert self.p.stdout is not None and self.p.stderr is not None
-        while not pattern.search(self.buf):
-            left = deadline - time.monotonic()
-            if left <= 0 or self.p.poll() is not None and not self._pending():
-                return bool(pattern.search(self.buf))
-            r, _, _ = select.select([self.p.stdout, self.p.stderr], [], [], min(left, 0.2))
-            for f in r:
-                chunk = os.read(f.fileno(), 65536)
-                if f is self.p.stdout:
-                    self.buf += chunk
-                else:
-                    self.err += chunk
-        return True
-
-    def _pending(self) -> bool:
-        assert self.p.stdout is not None
-        r, _, _ = select.select([self.p.stdout], [], [], 0)
-        return bool(r)
+        while time.monotonic() < deadline:
+            with self.lock:
+                if pattern.search(self.buf):
+                    return True
+            if self.p.poll() is not None:
+                time.sleep(0.1)
+                with self.lock:
+                    return bool(pattern.search(self.buf))
+            time.sleep(0.02)
+        return False
 
     def stop(self, timeout: float) -> Run:
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGINT)
         try:
-            out, err = self.p.communicate(timeout=timeout)
+            self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
-            out, err = self.p.communicate()
-        return Run(self.name, (self.buf + out).decode(errors="replace"), (self.err + err).decode(errors="replace"),
-                   self.p.returncode)
+            self.p.wait()
+        for t in self.threads:
+            t.join(timeout=10)
+        return Run(self.name, self.buf.decode(errors="replace"), self.err.decode(errors="replace"), self.p.returncode)
 
 
 def run_both(script: str | Path, workload: Callable[[], object], *, ready: str, params: tuple[str, ...] = (),
              settle: float = 0.5, attach_timeout: float = 120.0, stop_timeout: float = 120.0,
-             extra: tuple[str, ...] = ()) -> tuple[Run, Run, object]:
+             extra: tuple[str, ...] = (), ready_delay: float = 0.0) -> tuple[Run, Run, object]:
     """Start both tracers on ``script`` (a path, or program text for ``-e``), wait
     until each printed ``ready`` (a regex), run ``workload``, wait ``settle``
     seconds, stop both; returns (bpftrace's run, ours, the workload's result).
+    ``ready_delay`` waits longer after ``ready`` (for programs without a
+    ``BEGIN`` to announce that the probes are attached: both tracers print
+    "Attaching N probes" just before attaching).
 
     :raises AssertionError: a tracer did not get ready or failed.
     """
@@ -106,6 +119,7 @@ def run_both(script: str | Path, workload: Callable[[], object], *, ready: str, 
             if not t.read_until(pat, deadline):
                 raise AssertionError(f"{t.name} did not print {ready!r}; stdout {t.buf[-2000:]!r}, "
                                      f"stderr {t.err[-2000:]!r}")
+        time.sleep(ready_delay)
         result = workload()
         time.sleep(settle)
     except BaseException:
@@ -147,7 +161,7 @@ def hist_counts(text: str) -> dict[str, int]:
     """A histogram's buckets → counts."""
     out = {}
     for line in text.splitlines():
-        m = re.match(r"^(\S.*?\))\s+(\d+) \|", line)
+        m = re.match(r"^(\S.*?[\])])\s+(\d+) \|", line)
         if m:
             out[m.group(1)] = int(m.group(2))
     return out

@@ -179,7 +179,7 @@ class Session:
         if m is None:
             return []
         try:
-            raw = m.lookup_raw(stackid.to_bytes(4, "little"))
+            raw = m.lookup_raw(stackid)
         except (BpfError, NotFoundError, BpfmuxError):
             return []
         if raw is None:
@@ -191,7 +191,7 @@ class Session:
                 break
             out.append(ip)
         if ref.startswith("stack:k") and out:
-            out = _strip_bpf_frames(out, self.printer)
+            out = self.printer.symbolizer.strip_bpf_frames(out)
         return out
 
     def create_maps(self) -> None:
@@ -514,24 +514,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_BPF_FRAMES = ("bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_trampoline_", "perf_trace_run_bpf",
-               "__bpf_prog_run", "trace_call_bpf", "bpf_get_stackid", "bpf_get_stack", "__perf_event_overflow",
-               "bpf_overflow_handler", "kprobe_perf_func", "kprobe_dispatcher", "perf_trace_")  # fmt: skip
-
-
-def _strip_bpf_frames(ips: list[int], printer: Printer) -> list[int]:
-    """Drop the frames of the BPF machinery (the program, ``bpf_trace_runN``,
-    the tracepoint iterator) at the top of a kernel stack, so it starts where
-    the event happened, as bpftrace's does."""
-    i = 0
-    while i < len(ips):
-        name = printer.ksym(ips[i])
-        if not name.startswith(_BPF_FRAMES):
-            break
-        i += 1
-    return ips[i:] if i < len(ips) else ips
 
 
 def _put(m: api.Map, key: Any, size: int) -> None:

@@ -17,7 +17,17 @@ from typing import Any
 
 from ..errors import BpfmuxError
 
-__all__ = ["Symbolizer", "parse_maps"]
+__all__ = ["BPF_FRAMES", "Symbolizer", "parse_maps"]
+
+#: Kernel functions of the BPF machinery that sit above the place an event
+#: happened: a raw tracepoint program's stack starts in the program and
+#: ``bpf_trace_runN``, a kprobe_multi program's in the fprobe handlers. They
+#: are dropped from the top of kernel stacks so a stack starts where
+#: bpftrace's starts (its tracepoint programs are perf tracepoint programs,
+#: whose stacks begin at the tracepoint's iterator).
+BPF_FRAMES = ("bpf_prog_", "bpf_trace_run", "__bpf_trace_", "bpf_trampoline_", "__bpf_prog_run", "trace_call_bpf",
+              "bpf_get_stackid", "bpf_get_stack", "bpf_overflow_handler", "__perf_event_overflow",
+              "kprobe_multi_link_handler", "kprobe_multi_link_prog_run", "fprobe_", "rethook_")  # fmt: skip
 
 
 def parse_maps(text: str) -> list[tuple[int, int, int, str]]:
@@ -133,8 +143,19 @@ class Symbolizer:
                 return f"{hit[0]}+{hit[1]:#x} ({base})" if hit else f"{ip:#x} ({base})"
         return f"{ip:#x}"
 
+    def strip_bpf_frames(self, ips: list[int]) -> list[int]:
+        """A kernel stack without the :data:`BPF_FRAMES` at its top (all of it when nothing else is left)."""
+        i = 0
+        while i < len(ips):
+            hit = self.kernel_symbol(ips[i])
+            if hit is None or not hit[0].startswith(BPF_FRAMES):
+                break
+            i += 1
+        return ips[i:] if i < len(ips) else ips
+
     def symbolize(self, tracer: Any, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
-        """(kernel frames, user frames) of two stack ids, innermost first."""
-        k = [self.kernel(ip) for ip in tracer.stack(kstack)]
+        """(kernel frames, user frames) of two stack ids, innermost first; the
+        kernel stack starts where the event happened (:meth:`strip_bpf_frames`)."""
+        k = [self.kernel(ip) for ip in self.strip_bpf_frames(tracer.stack(kstack))]
         u = [self.user(pid, ip) for ip in tracer.stack(ustack)]
         return k, u
