@@ -31,7 +31,8 @@ _BINARY_LEVELS: list[tuple[str, ...]] = [
     ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"), ("+", "-"),
     ("*", "/", "%"),
 ]
-_MAX_DEPTH = 200
+_PRECEDENCE = {op: level for level, ops in enumerate(_BINARY_LEVELS) for op in ops}
+_MAX_DEPTH = 100
 
 
 def parse(text: str, name: str = "stdin", *, defines: dict[str, str] | None = None) -> A.Program:
@@ -272,18 +273,16 @@ class Parser:
             self.depth -= 1
 
     def binary(self, level: int) -> A.Expr:
-        if level == len(_BINARY_LEVELS):
-            return self.cast()
-        ops = _BINARY_LEVELS[level]
-        left = self.binary(level + 1)
+        """Binary operators by precedence climbing (``level`` 0 is ``||``, the loosest)."""
+        left = self.cast()
         while True:
             t = self.peek()
-            if t.kind == "op" and t.text in ops:
-                self.next()
-                right = self.binary(level + 1)
-                left = A.Binop(t.loc, t.text, left, right)
-            else:
+            prec = _PRECEDENCE.get(t.text) if t.kind == "op" else None
+            if prec is None or prec < level:
                 return left
+            self.next()
+            right = self.binary(prec + 1)
+            left = A.Binop(t.loc, t.text, left, right)
 
     def _type_ahead(self) -> tuple[str, int, int] | None:
         """A cast's ``(type)`` ahead: (type name, pointer levels, tokens it spans), else ``None``."""
@@ -363,13 +362,13 @@ class Parser:
                 f = self.peek()
                 if t.text == "." and f.kind == "int":
                     self.next()
-                    e = A.TupleIndex(f.loc, e, f.value)
+                    e = A.TupleIndex(e.loc.to(f.loc), e, f.value)
                     continue
                 if f.kind != "ident":
                     raise self.error(f"unexpected {f.describe()} after '{t.text}'", f.loc,
                                      expected="a field name" + (" or a tuple index" if t.text == "." else ""))  # fmt: skip
                 self.next()
-                e = A.FieldAccess(t.loc.to(f.loc), e, f.text, t.text == "->")
+                e = A.FieldAccess(e.loc.to(f.loc), e, f.text, t.text == "->")
             elif t.text == "[":
                 if isinstance(e, A.MapRef) and not e.keys:
                     return e
@@ -462,7 +461,8 @@ class Parser:
             if t.kind == "op" and t.text == close:
                 self.next()
                 return out
-            raise self.error(f"unexpected {t.describe()} after a {what}", t.loc, expected=f"',' or '{close}'")
+            article = "an" if what[0] in "aeiou" else "a"
+            raise self.error(f"unexpected {t.describe()} after {article} {what}", t.loc, expected=f"',' or '{close}'")
 
 
 def _describe(e: A.Expr) -> str:

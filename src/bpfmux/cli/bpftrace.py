@@ -36,9 +36,10 @@ examples:
 
 Environment, as bpftrace's: BPFTRACE_STRLEN (64), BPFTRACE_MAP_KEYS_MAX (4096).
 
-exit status: 0 after the script ran (also after Ctrl-C), 1 when the script
-does not compile (the error shows the line and a caret) or a probe cannot be
-attached, 2 on bad usage. Needs root, except with --emulate and -d.
+exit status: 0 after the script ran (also after Ctrl-C once the probes are
+attached), 1 when the script does not compile (the error shows the line and a
+caret) or a probe cannot be attached, 2 on bad usage, 130 on Ctrl-C before the
+probes are attached. Needs root, except with --emulate and -d.
 """
 
 

@@ -185,8 +185,10 @@ def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
     except NotFoundError as e:
         if e.kind != "function symbol":
             raise
-        raise NotFoundError("function", spec.name, f"{spec.path} has no such function; list its functions with "
-                            f"'bpfmux trace -l uprobe:{spec.path}:*'") from None  # fmt: skip
+        listing = f"list its functions with 'bpfmux trace -l uprobe:{spec.path}:*'"
+        if is_glob(spec.name):
+            raise NotFoundError("function", spec.name, f"the glob matches nothing in {spec.path}; {listing}") from None
+        raise NotFoundError("function", spec.name, f"{spec.path} has no such function; {listing}") from None
     (path, (funcs, _, _)), = groups.items()
     seen: dict[str, int] = {}
     for name, off in funcs:
