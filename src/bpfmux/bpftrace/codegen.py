@@ -5,9 +5,11 @@ Conventions of the generated code:
 
 - ``r6`` holds the context, ``r7`` the probe index (the BPF cookie, the
   syscall filter's answer, or a constant), ``r9`` the per-CPU ``scratch``
-  value where every temporary, scratch variable, map key and event record
-  lives (so nothing is limited by the 512-byte stack). ``r8`` is free within
-  one node's code.
+  value where strings, tuples, map keys and event records live (so they are
+  not limited by the 512-byte stack). Scalar variables and scalar
+  temporaries live on the stack, where the verifier tracks their values (so
+  ``while ($i < 5)`` is a bounded loop to it, as with bpftrace). ``r8`` is
+  free within one node's code.
 - A scalar expression leaves its value in ``r0``, sign- or zero-extended to
   64 bits by its type; other values are written to a scratch offset.
 - Output calls (``printf``, ``time``, ``print``, ``exit`` …) send a record
@@ -22,10 +24,13 @@ Conventions of the generated code:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program, Reg
+from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program, Reg, Relocation
+from ..isa.insn import Insn
 from ..trace.plan import Mechanism
 from ..uapi import AttachType, ProgType
 from ..uapi import HelperId as H
@@ -49,6 +54,8 @@ __all__ = ["CompiledProgram", "compile_context", "map_ref", "program_type"]
 SCRATCH_LIMIT = 32 * 1024
 _IDX_SLOT = 0
 _VARS_START = 8
+_STACK_START = -16  #: scalar variables, then scalar temporaries, grow down from here (-8: helper keys)
+_STACK_LIMIT = -512
 _USER_STACK = 1 << 8
 _MIN_BIAS = 0xFFFFFFFF
 
@@ -117,7 +124,8 @@ class _Break(Exception):
 class Gen:
     """The code generator of one context (see :func:`compile_context`)."""
 
-    def __init__(self, checked: Checked, info: CtxInfo, index: int, start_ns: int, tgid_filter: int | None) -> None:
+    def __init__(self, checked: Checked, info: CtxInfo, index: int, start_ns: int, tgid_filter: int | None,
+                 may_goto: bool = True) -> None:  # fmt: skip
         self.checked = checked
         self.info = info
         self.ctx = info.ctx
@@ -125,7 +133,8 @@ class Gen:
         self.start_ns = start_ns
         self.a = Asm()
         self.labels = 0
-        self.vars: dict[str, int] = {}
+        self.vars: dict[str, tuple[Reg, int]] = {}
+        self.stack_top = _STACK_START
         self.var_top = _VARS_START
         self.tmp = 0
         self.tmp_base = 0
@@ -135,6 +144,7 @@ class Gen:
         self.sysidx: dict[int, int] = {}
         self.source = checked.program
         self.tgid_filter = tgid_filter
+        self.may_goto = may_goto
 
     # -- infrastructure --------------------------------------------------------------------
 
@@ -150,6 +160,19 @@ class Gen:
         if self.tmp > SCRATCH_LIMIT:
             raise ScriptError(f"the probe needs more than {SCRATCH_LIMIT} bytes of scratch memory", self.ctx.attach.loc)
         return off
+
+    @contextmanager
+    def slot8(self) -> Iterator[tuple[Reg, int]]:
+        """An 8-byte scalar temporary (``(base register, offset)``): on the stack
+        while there is room, else in scratch; freed when the block ends."""
+        if self.stack_top - 8 >= _STACK_LIMIT:
+            self.stack_top -= 8
+            try:
+                yield (R10, self.stack_top)
+            finally:
+                self.stack_top += 8
+        else:
+            yield (R9, self.alloc(8))
 
     def t(self, node: A.Expr) -> T:
         return self.info.types[id(node)]
@@ -210,11 +233,17 @@ class Gen:
         probe = self.checked.program.probes[self.ctx.block]
         self.var_top = _VARS_START
         for name, t in self.info.vars.items():
-            self.vars[name] = self.var_top
-            self.var_top += slot_size(t)
+            if is_scalar(t) and self.stack_top - 8 >= _STACK_LIMIT + 64:
+                self.stack_top -= 8
+                self.vars[name] = (R10, self.stack_top)
+                a.stdw(R10, self.stack_top, 0)
+            else:
+                self.vars[name] = (R9, self.var_top)
+                self.var_top += slot_size(t)
         self.tmp_base = self.tmp = self.high = self.var_top
-        for name, off in self.vars.items():
-            self.zero(off, slot_size(self.info.vars[name]))
+        for name, (base, off) in self.vars.items():
+            if base == R9:
+                self.zero(off, slot_size(self.info.vars[name]))
         if probe.predicate is not None:
             self.tmp = self.tmp_base
             self.scalar(probe.predicate)
@@ -223,7 +252,7 @@ class Gen:
         a.label("exit")
         a.mov(R0, 0).exit()
         ptype, atype = program_type(self.info)
-        prog = a.assemble()
+        prog = prune_unreachable(a.assemble())
         return CompiledProgram(self.info, prog, ptype, atype, self.high, f"sysidx:{self.index}" if self.sysidx else "",
                                self.sysidx, self.stacks)  # fmt: skip
 
@@ -277,10 +306,10 @@ class Gen:
             self.assign_map(s)
         elif isinstance(s, A.AssignVar):
             t = self.info.vars[s.var.name]
-            off = self.vars[s.var.name]
+            base, off = self.vars[s.var.name]
             if is_scalar(t):
                 self.scalar(s.expr)
-                a.stxdw(R9, off, R0)
+                a.stxdw(base, off, R0)
             else:
                 self.to_mem(s.expr, off, t)
         elif isinstance(s, A.If):
@@ -304,7 +333,8 @@ class Gen:
             head = self.label("while")
             end = self.label("endwhile")
             a.label(head)
-            a.may_goto(end)
+            if self.may_goto:
+                a.may_goto(end)
             self.tmp = self.tmp_base
             self.scalar(s.cond)
             a.jeq(R0, 0, end)
@@ -382,11 +412,16 @@ class Gen:
     def aggregate(self, m: A.MapRef, call: A.Call, info: MapInfo) -> None:
         a = self.a
         kind = info.value.kind
-        arg = None
         if call.args:
-            arg = self.alloc(8)
-            self.scalar(call.args[0])
-            a.stxdw(R9, arg, R0)
+            with self.slot8() as (base, arg):
+                self.scalar(call.args[0])
+                a.stxdw(base, arg, R0)
+                self._aggregate(m, info, kind, base, arg)
+        else:
+            self._aggregate(m, info, kind, R9, None)
+
+    def _aggregate(self, m: A.MapRef, info: MapInfo, kind: K, base: Reg, arg: int | None) -> None:
+        a = self.a
         key = self.key(m)
         skip = self.label("agg_done")
         self.lookup_or_init(m.name, key, skip)
@@ -394,21 +429,21 @@ class Gen:
             a.ldxdw(R1, R8, 0).add(R1, 1).stxdw(R8, 0, R1)
         elif kind == K.SUM:
             assert arg is not None
-            a.ldxdw(R1, R8, 0).ldxdw(R2, R9, arg).add(R1, R2).stxdw(R8, 0, R1)
+            a.ldxdw(R1, R8, 0).ldxdw(R2, base, arg).add(R1, R2).stxdw(R8, 0, R1)
         elif kind == K.MIN:
             assert arg is not None
-            a.ld_imm64(R1, _MIN_BIAS).ldxdw(R2, R9, arg).sub(R1, R2)
+            a.ld_imm64(R1, _MIN_BIAS).ldxdw(R2, base, arg).sub(R1, R2)
             a.ldxdw(R2, R8, 0).jslt(R1, R2, skip).stxdw(R8, 0, R1)
         elif kind == K.MAX:
             assert arg is not None
-            a.ldxdw(R1, R9, arg).ldxdw(R2, R8, 0).jslt(R1, R2, skip).stxdw(R8, 0, R1)
+            a.ldxdw(R1, base, arg).ldxdw(R2, R8, 0).jslt(R1, R2, skip).stxdw(R8, 0, R1)
         elif kind in (K.AVG, K.STATS):
             assert arg is not None
             a.ldxdw(R1, R8, 0).add(R1, 1).stxdw(R8, 0, R1)
-            a.ldxdw(R1, R8, 8).ldxdw(R2, R9, arg).add(R1, R2).stxdw(R8, 8, R1)
+            a.ldxdw(R1, R8, 8).ldxdw(R2, base, arg).add(R1, R2).stxdw(R8, 8, R1)
         elif kind == K.HIST:
             assert arg is not None
-            a.ldxdw(R1, R9, arg)
+            a.ldxdw(R1, base, arg)
             self.log2_bucket()
             self.bucket_add(R2, info.value.count)
         elif kind == K.LHIST:
@@ -416,7 +451,7 @@ class Gen:
             lo, hi, step = info.value.lhist
             buckets = (hi - lo) // step
             done = self.label("lin")
-            a.ldxdw(R1, R9, arg)
+            a.ldxdw(R1, base, arg)
             a.mov(R2, 0)
             self.mov_imm(R3, lo)
             a.jslt(R1, R3, done)
@@ -463,8 +498,8 @@ class Gen:
         delta = 1 if e.op == "++" else -1
         target = e.expr
         if isinstance(target, A.Var):
-            off = self.vars[target.name]
-            a.ldxdw(R0, R9, off).mov(R1, R0).add(R1, delta).stxdw(R9, off, R1)
+            base, off = self.vars[target.name]
+            a.ldxdw(R0, base, off).mov(R1, R0).add(R1, delta).stxdw(base, off, R1)
             if not e.postfix:
                 a.mov(R0, R1)
             return
@@ -515,7 +550,8 @@ class Gen:
         elif isinstance(e, A.Builtin):
             self.builtin(e)
         elif isinstance(e, A.Var):
-            a.ldxdw(R0, R9, self.vars[e.name])
+            base, off = self.vars[e.name]
+            a.ldxdw(R0, base, off)
         elif isinstance(e, A.MapRef):
             key = self.key(e)
             got = self.label("mapread")
@@ -606,11 +642,11 @@ class Gen:
             a.ldxdw(R0, R6, reg_offset(ARG_REGS[i]))
         elif n.startswith("sarg"):
             i = int(n[4:])
-            tmp = self.alloc(8)
-            a.stdw(R9, tmp, 0)
-            a.ldxdw(R3, R6, reg_offset("sp")).add(R3, 8 * (i + 1))
-            a.mov(R1, R9).add(R1, tmp).mov(R2, 8).call(H.probe_read)
-            a.ldxdw(R0, R9, tmp)
+            with self.slot8() as (base, tmp):
+                a.stdw(base, tmp, 0)
+                a.ldxdw(R3, R6, reg_offset("sp")).add(R3, 8 * (i + 1))
+                a.mov(R1, base).add(R1, tmp).mov(R2, 8).call(H.probe_read)
+                a.ldxdw(R0, base, tmp)
         else:
             raise self.fail(f"internal: builtin {n}", e)
 
@@ -656,11 +692,11 @@ class Gen:
         if lt.kind in (K.STR, K.BUF):
             self.compare_mem(e)
             return
-        tmp = self.alloc(8)
-        self.scalar(e.left)
-        a.stxdw(R9, tmp, R0)
-        self.scalar(e.right)
-        a.mov(R1, R0).ldxdw(R0, R9, tmp)
+        with self.slot8() as (base, tmp):
+            self.scalar(e.left)
+            a.stxdw(base, tmp, R0)
+            self.scalar(e.right)
+            a.mov(R1, R0).ldxdw(R0, base, tmp)
         if lt.kind == K.PTR and rt.kind != K.PTR and op in ("+", "-") and lt.pointee is not None:
             a.mul(R1, max(1, lt.pointee.size))
         if rt.kind == K.PTR and lt.kind != K.PTR and op == "+" and rt.pointee is not None:
@@ -763,14 +799,14 @@ class Gen:
     def read_scalar_at(self, addr: Reg, off: int, t: T, user: bool) -> None:
         """``r0`` = the ``t`` at ``addr + off`` in kernel or user memory (``probe_read``)."""
         a = self.a
-        tmp = self.alloc(8)
-        a.stdw(R9, tmp, 0)
-        a.mov(R3, addr)
-        if off:
-            a.add(R3, off)
         size = t.size if t.kind == K.INT and t.size in (1, 2, 4, 8) else 8
-        a.mov(R1, R9).add(R1, tmp).mov(R2, size).call(H.probe_read)
-        a.ldx(size, R0, R9, tmp) if size != 8 else a.ldxdw(R0, R9, tmp)
+        with self.slot8() as (base, tmp):
+            a.stdw(base, tmp, 0)
+            a.mov(R3, addr)
+            if off:
+                a.add(R3, off)
+            a.mov(R1, base).add(R1, tmp).mov(R2, size).call(H.probe_read)
+            a.ldx(size, R0, base, tmp)
         self.extend(t)
 
     # -- fields, indexes and addresses -------------------------------------------------------------
@@ -829,20 +865,20 @@ class Gen:
             return
         if how == "sysarg":
             a.ldxdw(R3, R6, 0).add(R3, reg_offset(SYSCALL_ARG_REGS[v]))
-            tmp = self.alloc(8)
-            a.stdw(R9, tmp, 0)
-            a.mov(R1, R9).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
-            a.ldxdw(R0, R9, tmp)
+            with self.slot8() as (base, tmp):
+                a.stdw(base, tmp, 0)
+                a.mov(R1, base).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
+                a.ldxdw(R0, base, tmp)
         elif how == "sysret":
             a.ldxdw(R0, R6, 8)
         elif how == "sysnr_enter":
             a.ldxdw(R0, R6, 8)
         elif how == "sysnr_exit":
             a.ldxdw(R3, R6, 0).add(R3, reg_offset("orig_ax"))
-            tmp = self.alloc(8)
-            a.stdw(R9, tmp, 0)
-            a.mov(R1, R9).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
-            a.ldxdw(R0, R9, tmp)
+            with self.slot8() as (base, tmp):
+                a.stdw(base, tmp, 0)
+                a.mov(R1, base).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
+                a.ldxdw(R0, base, tmp)
         elif how == "slot":
             a.ldxdw(R0, R6, 8 * v)
         elif how == "rawsys_args":
@@ -889,10 +925,10 @@ class Gen:
                 elem = bt.pointee.size if bt.pointee is not None else 1
             else:
                 return False
-            tmp = self.alloc(8)
-            a.stxdw(R9, tmp, R0)
-            self.scalar(e.index)
-            a.mul(R0, max(1, elem)).ldxdw(R1, R9, tmp).add(R0, R1)
+            with self.slot8() as (base, tmp):
+                a.stxdw(base, tmp, R0)
+                self.scalar(e.index)
+                a.mul(R0, max(1, elem)).ldxdw(R1, base, tmp).add(R0, R1)
             return True
         return False
 
@@ -935,17 +971,17 @@ class Gen:
             if f.how == "rawsys_args":
                 v = self.info.consts.get(id(e.index))
                 self.scalar(e.index)
-                tmp = self.alloc(8)
-                a.stxdw(R9, tmp, R0)
                 end = self.label("rawargs")
-                a.mov(R0, 0)
-                for i, reg in enumerate(SYSCALL_ARG_REGS):
-                    nxt = self.label("rawargs_n")
-                    a.ldxdw(R1, R9, tmp).jne(R1, i, nxt)
-                    a.ldxdw(R3, R6, 0).add(R3, reg_offset(reg))
-                    a.mov(R1, R9).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
-                    a.ldxdw(R0, R9, tmp).ja(end)
-                    a.label(nxt)
+                with self.slot8() as (base, tmp):
+                    a.stxdw(base, tmp, R0)
+                    a.mov(R0, 0)
+                    for i, reg in enumerate(SYSCALL_ARG_REGS):
+                        nxt = self.label("rawargs_n")
+                        a.ldxdw(R1, base, tmp).jne(R1, i, nxt)
+                        a.ldxdw(R3, R6, 0).add(R3, reg_offset(reg))
+                        a.mov(R1, base).add(R1, tmp).mov(R2, 8).call(H.probe_read_kernel)
+                        a.ldxdw(R0, base, tmp).ja(end)
+                        a.label(nxt)
                 a.label(end)
                 del v
                 return
@@ -985,7 +1021,7 @@ class Gen:
     def mem(self, e: A.Expr) -> int:
         """The scratch offset where ``e``'s (memory) value is (variables in place)."""
         if isinstance(e, A.Var) and not is_scalar(self.t(e)):
-            return self.vars[e.name]
+            return self.vars[e.name][1]
         t = self.t(e)
         off = self.alloc(slot_size(t))
         self.to_mem(e, off, t)
@@ -1008,7 +1044,7 @@ class Gen:
             a.call(H.get_current_pid_tgid).rsh(R0, 32).stxdw(R9, off + 8, R0)
             return
         if isinstance(e, A.Var):
-            src = self.vars[e.name]
+            src = self.vars[e.name][1]
             self.zero(off, size)
             for i in range(0, min(size, slot_size(t)), 8):
                 a.ldxdw(R1, R9, src + i).stxdw(R9, off + i, R1)
@@ -1065,29 +1101,20 @@ class Gen:
     def string_to(self, e: A.Expr, off: int, size: int) -> None:
         """A string value into ``size`` bytes at ``off`` (zero padded)."""
         a = self.a
+        if isinstance(e, A.Param):
+            params = self.checked.env.params
+            self.string_literal(params[e.n - 1] if 0 < e.n <= len(params) else "", off, size)
+            return
         t = self.t(e)
         if isinstance(e, A.Str):
-            data = e.value.encode()[: size - 1] + b"\0"
-            data = data.ljust((size + 7) & ~7, b"\0")
-            for i in range(0, len(data), 8):
-                word = int.from_bytes(data[i:i + 8], "little")
-                if word == 0:
-                    a.stdw(R9, off + i, 0)
-                elif word < (1 << 31):
-                    a.stdw(R9, off + i, word)
-                else:
-                    a.ld_imm64(R1, word).stxdw(R9, off + i, R1)
-            return
-        if isinstance(e, A.Param):
-            p = self.checked.env.params[e.n - 1] if 0 < e.n <= len(self.checked.env.params) else ""
-            self.string_to(A.Str(e.loc, p), off, size)
+            self.string_literal(e.value, off, size)
             return
         if isinstance(e, A.Builtin) and e.name == "comm":
             self.zero(off, size)
             a.mov(R1, R9).add(R1, off).mov(R2, min(16, size)).call(H.get_current_comm)
             return
         if isinstance(e, A.Var):
-            src = self.vars[e.name]
+            src = self.vars[e.name][1]
             self.zero(off, size)
             n = min(size, t.size)
             for i in range(0, n - n % 8, 8):
@@ -1114,6 +1141,20 @@ class Gen:
             a.mov(R3, R0).mov(R1, R9).add(R1, off).mov(R2, max(1, min(size, t.size))).call(H.probe_read)
             return
         raise self.fail(f"cannot evaluate a string here ({type(e).__name__})", e)
+
+    def string_literal(self, text: str, off: int, size: int) -> None:
+        """The bytes of ``text`` (NUL-terminated, cut to ``size``, zero padded) at ``off``."""
+        a = self.a
+        data = text.encode("utf-8", "surrogateescape")[: size - 1] + b"\0"
+        data = data.ljust((size + 7) & ~7, b"\0")
+        for i in range(0, len(data), 8):
+            word = int.from_bytes(data[i:i + 8], "little")
+            if word == 0:
+                a.stdw(R9, off + i, 0)
+            elif word < (1 << 31):
+                a.stdw(R9, off + i, word)
+            else:
+                a.ld_imm64(R1, word).stxdw(R9, off + i, R1)
 
     def to_mem_exact(self, e: A.Expr, off: int, size: int) -> None:
         t = self.t(e)
@@ -1155,7 +1196,7 @@ class Gen:
     def call_str(self, e: A.Call, off: int, size: int) -> None:
         a = self.a
         argt = self.t(e.args[0])
-        if argt.kind == K.STR:
+        if argt.kind == K.STR or isinstance(e.args[0], A.Param):  # str($1) is the parameter's text
             self.string_to(e.args[0], off, size)
             return
         self.zero(off, size)
@@ -1168,7 +1209,7 @@ class Gen:
             a.label(ok)
             a.stxdw(R9, lim, R0)
             self.scalar(e.args[0])
-            a.mov(R3, R0).ldxdw(R2, R9, lim)
+            a.mov(R3, R0).ldxdw(R2, R9, lim).and_(R2, 0xFFF)
             small = self.label("strsmall")
             a.jgt(R2, 0, small).mov(R2, 1)
             a.label(small)
@@ -1401,6 +1442,66 @@ class Gen:
         self.output(rec, size)
 
 
+def prune_unreachable(prog: Program) -> Program:
+    """``prog`` without the instructions no path reaches (code after ``exit()``,
+    ``break``, ``return``), which the verifier refuses; jumps and relocations follow."""
+    insns = prog.insns
+    slots, pos = [], 0
+    for insn in insns:
+        slots.append(pos)
+        pos += insn.size
+    at_slot = {s: i for i, s in enumerate(slots)}
+
+    def successors(i: int) -> list[int]:
+        insn = insns[i]
+        cls, op = insn.opcode & 0x07, insn.opcode & 0xF0
+        nxt = [i + 1] if i + 1 < len(insns) else []
+        if cls not in (0x05, 0x06):
+            return nxt
+        if op == 0x90:  # exit
+            return []
+        if op == 0x80:  # call
+            return nxt
+        rel = insn.imm if (cls == 0x06 and op == 0x00) else insn.off
+        target = at_slot.get(slots[i] + 1 + rel)
+        out = [target] if target is not None else []
+        if op == 0x00:  # ja
+            return out
+        return nxt + out
+
+    seen = [False] * len(insns)
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        if i >= len(insns) or seen[i]:
+            continue
+        seen[i] = True
+        todo.extend(successors(i))
+    if all(seen):
+        return prog
+    keep = [i for i in range(len(insns)) if seen[i]]
+    new_index = {old: new for new, old in enumerate(keep)}
+    new_slot, pos = {}, 0
+    for old in keep:
+        new_slot[old] = pos
+        pos += insns[old].size
+    out: list[Insn] = []
+    for old in keep:
+        insn = insns[old]
+        cls, op = insn.opcode & 0x07, insn.opcode & 0xF0
+        if cls in (0x05, 0x06) and op not in (0x80, 0x90):
+            wide = cls == 0x06 and op == 0x00
+            rel = insn.imm if wide else insn.off
+            target = at_slot[slots[old] + 1 + rel]
+            new_rel = new_slot[target] - new_slot[old] - 1
+            insn = Insn(insn.opcode, insn.dst, insn.src, insn.off if wide else new_rel, new_rel if wide else insn.imm)
+        out.append(insn)
+    relocs = [Relocation(new_index[r.index], new_slot[r.index], r.kind, r.ref, r.offset)
+              for r in prog.relocations if r.index in new_index]  # fmt: skip
+    labels = {k: new_index[v] for k, v in prog.labels.items() if v in new_index}
+    return Program(out, relocs, labels)
+
+
 def _param_int(params: list[str], n: int) -> int:
     if not 0 < n <= len(params):
         return 0
@@ -1411,16 +1512,18 @@ def _param_int(params: list[str], n: int) -> int:
 
 
 def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: int = 0,
-                    tgid_filter: int | None = None) -> CompiledProgram:
+                    tgid_filter: int | None = None, may_goto: bool = True) -> CompiledProgram:
     """Generate the program of one context.
 
     :param index: the context's number (names its ``sysidx`` table).
     :param start_ns: ``elapsed``'s zero (the kernel clock's ns when tracing began).
     :param tgid_filter: only run for this process (``-p``/``-c`` with uprobes).
+    :param may_goto: give ``while`` loops a ``may_goto`` budget (kernels since 6.9), so
+        loops the verifier cannot bound by their variables still load.
     :raises ScriptError: something the generator cannot express.
     """
     try:
-        return Gen(checked, info, index, start_ns, tgid_filter).build()
+        return Gen(checked, info, index, start_ns, tgid_filter, may_goto).build()
     except ScriptError as e:
         if e.script is None:
             raise ScriptError(e.message, e.loc or info.ctx.attach.loc, checked_source(checked)) from None

@@ -178,8 +178,8 @@ def _hist_json(values: list[int], div: int = 1) -> str:
             head = '"min": 0, "max": 0, '
         elif i == 2:
             head = '"min": 1, "max": 1, '
-        else:
-            head = f'"min": {1 << (i - 2)}, "max": {(1 << (i - 1)) - 1}, '
+        else:  # bpftrace computes these as C ints (32 bits, shifts by the count modulo 32)
+            head = f'"min": {_sign(1 << ((i - 2) % 32), 32)}, "max": {_sign(_sign(1 << ((i - 1) % 32), 32) - 1, 32)}, '
         parts.append("{" + head + f'"count": {values[i] // max(1, div)}' + "}")
     return "[" + ", ".join(parts) + "]"
 

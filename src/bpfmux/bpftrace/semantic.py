@@ -229,6 +229,13 @@ class Analyzer:
     # -- driver ---------------------------------------------------------------------------
 
     def run(self) -> Checked:
+        seen: set[str] = set()
+        for probe in self.program.probes:
+            for ap in probe.attach_points:
+                if ap.text in ("BEGIN", "END"):
+                    if ap.text in seen:
+                        raise self.error(f"more than one {ap.text} probe defined", ap.loc, construct=f"probe {ap.text}")
+                    seen.add(ap.text)
         infos: list[CtxInfo] = []
         for _ in range(3):
             self._pass(lenient=True)
@@ -513,7 +520,7 @@ class Analyzer:
             info = self.maps.get(e.name)
             if info is None:
                 if not self.final:
-                    raise _Lenient()
+                    return T.s64()  # assigned later in the script: known in the next pass
                 raise self.error(f"undefined map: {e.name}", e.loc, expected=f"an assignment '{e.name} = …' somewhere",
                                  construct=f"map {e.name}")  # fmt: skip
             self._check_keys(info, e, keys)
@@ -1012,6 +1019,8 @@ class Analyzer:
             v = self._const(e.args[1])
             if v is not None and v <= 0:
                 raise self.error("str() length must be positive", e.args[1].loc)
+        if isinstance(e.args[0], A.Param):
+            return T.string(self.env.strlen)
         if t.kind == K.STR:
             return T.string(t.size)
         if not t.is_int:
@@ -1223,8 +1232,22 @@ def _kallsyms() -> dict[str, int]:
         return {}
 
 
+_ENUMERATORS: dict[int, dict[str, int]] = {}
+
+
 def _enum_lookup(btf: Any, name: str) -> int | None:
-    return None
+    """The value of enumerator ``name`` of any enum in ``btf`` (indexed once per BTF)."""
+    from ..uapi import BtfKind
+
+    table = _ENUMERATORS.get(id(btf))
+    if table is None:
+        table = {}
+        for tid in range(1, len(btf)):
+            if btf.kind_of(tid) in (BtfKind.ENUM, BtfKind.ENUM64):
+                for v in getattr(btf[tid], "values", ()):
+                    table.setdefault(v.name, int(v.value))
+        _ENUMERATORS[id(btf)] = table
+    return table.get(name)
 
 
 def _format(system: str, event: str) -> Any:

@@ -125,7 +125,7 @@ def _btf_functions(pattern: str) -> list[str]:
         return []
     glob = pattern.split(":", 1)[1] if ":" in pattern else pattern
     out = []
-    for tid in btf:
+    for tid in range(1, len(btf)):
         if btf.kind_of(tid) == BtfKind.FUNC:
             name = btf[tid].name
             if fnmatch.fnmatchcase(name, glob):
