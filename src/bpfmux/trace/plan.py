@@ -74,6 +74,8 @@ class TraceOptions:
     :ivar pid: only this process (tgid).
     :ivar comm: only processes with this command name.
     :ivar min_latency: latency mode: ignore calls faster than this (ns).
+    :ivar skip_comm: ignore processes with this command name (``-c``'s
+        child before its ``exec``: :data:`bpfmux.trace.child.HELD_COMM`).
     """
 
     mode: str = "count"
@@ -81,6 +83,7 @@ class TraceOptions:
     pid: int | None = None
     comm: str | None = None
     min_latency: int = 0
+    skip_comm: str | None = None
 
 
 @dataclass
