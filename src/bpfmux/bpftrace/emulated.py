@@ -11,6 +11,7 @@ with a workload driving the emulated kernel in place of real activity:
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import IO, Any
 
 from .runtime import Options, Session, compile_script
@@ -18,15 +19,17 @@ from .runtime import Options, Session, compile_script
 __all__ = ["run_emulated"]
 
 
-def run_emulated(text: str, workload: str | list[Any], *, emulator: Any | None = None,
+def run_emulated(text: str, workload: str | list[Any] | Callable[[Any], object], *, emulator: Any | None = None,
                  options: Options | None = None, name: str = "stdin", out: IO[str] | None = None,
-                 policy: str = "clone") -> str:  # fmt: skip
+                 policy: str = "clone", maps_out: IO[str] | None = None) -> str:  # fmt: skip
     """Run ``text`` on an emulated kernel driven by ``workload`` (a workload
-    spec such as ``"sys:openat*3"``, a call-stream file, or a list of
-    :class:`~bpfmux.emu.kernel.replay.Event`); returns what bpftrace would
-    have printed (also written to ``out`` when given).
+    spec such as ``"sys:openat*3"``, a call-stream file, a list of
+    :class:`~bpfmux.emu.kernel.replay.Event`, or a function called with the
+    emulator once the probes are attached); returns what bpftrace would have
+    printed (also written to ``out`` when given).
 
     :param emulator: the :class:`~bpfmux.emu.Emulator` to use (default: a new one, closed afterwards).
+    :param maps_out: where the ``\\n\\n`` before the exit map dump goes (default: with the rest).
     :raises ScriptError: the script does not compile.
     :raises ParseError: a malformed workload.
     :raises BpfmuxError: the emulated kernel refused something.
@@ -34,7 +37,7 @@ def run_emulated(text: str, workload: str | list[Any], *, emulator: Any | None =
     from ..emu import Emulator
     from ..emu.kernel.replay import apply, load_events
 
-    events = load_events(workload) if isinstance(workload, str) else list(workload)
+    events = load_events(workload) if isinstance(workload, str) else workload if callable(workload) else list(workload)
     own = emulator is None
     emu = emulator if emulator is not None else Emulator(policy=policy)
     buf = io.StringIO()
@@ -42,9 +45,12 @@ def run_emulated(text: str, workload: str | list[Any], *, emulator: Any | None =
     try:
         opts = options or Options()
         script = compile_script(text, emu, opts, name=name)
-        with Session(script, emu, opts, out=sink, maps_out=sink) as session:
+        with Session(script, emu, opts, out=sink, maps_out=maps_out if maps_out is not None else sink) as session:
             session.start()
-            apply(emu, events)
+            if callable(events):
+                events(emu)
+            else:
+                apply(emu, events)
             session.drain()
             if not session.exit_requested:
                 session.fire_intervals(force=True)

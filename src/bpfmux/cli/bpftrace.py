@@ -208,7 +208,8 @@ def _run_emulated(args: argparse.Namespace, text: str, name: str, opts: Any) -> 
         events = load_events(args.emulate)
     out = _open_output(args)
     try:
-        run_emulated(text, events, options=opts, name=name, out=out, policy=args.policy)
+        run_emulated(text, events, options=opts, name=name, out=out, policy=args.policy,
+                     maps_out=sys.stdout if out is not sys.stdout else None)  # fmt: skip
     finally:
         if out is not sys.stdout:
             out.close()
