@@ -35,6 +35,34 @@ def bpftrace_missing() -> str | None:
     return None
 
 
+def _in_epoll_wait(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return f.read().strip() == "do_epoll_wait"
+    except OSError:
+        return False
+
+
+def interrupt(p: subprocess.Popen, timeout: float) -> None:
+    """SIGINT ``p`` and wait for its exit. bpftrace 0.17 notices a SIGINT that
+    arrives outside ``epoll_wait`` only with its next event, so while it keeps
+    waiting for events the signal is sent again (never while it detaches or prints)."""
+    p.send_signal(signal.SIGINT)
+    end = time.monotonic() + timeout
+    idle = 0
+    while time.monotonic() < end:
+        try:
+            p.wait(timeout=1.0)
+            return
+        except subprocess.TimeoutExpired:
+            idle = idle + 1 if _in_epoll_wait(p.pid) else 0
+            if idle >= 2:
+                p.send_signal(signal.SIGINT)
+                idle = 0
+    p.kill()
+    p.wait()
+
+
 @dataclass
 class Run:
     """One tracer's run."""
@@ -82,13 +110,7 @@ class _Tracer:
         return False
 
     def stop(self, timeout: float) -> Run:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGINT)
-        try:
-            self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        interrupt(self.p, timeout)
         for t in self.threads:
             t.join(timeout=10)
         return Run(self.name, self.buf.decode(errors="replace"), self.err.decode(errors="replace"), self.p.returncode)

@@ -21,7 +21,7 @@ from ..btf import types as bt
 from ..errors import BpfmuxError, NotFoundError
 from .types import K, T
 
-__all__ = ["FieldRef", "field_of", "from_btf", "from_c_decl", "from_name"]
+__all__ = ["FieldRef", "LazyBtf", "field_of", "from_btf", "from_c_decl", "from_name"]
 
 #: bpftrace's own integer type names
 INT_NAMES = {f"{'u' if u else ''}int{b}": T.int(b // 8, not u) for u in (False, True) for b in (8, 16, 32, 64)}
@@ -43,6 +43,47 @@ C_INTS = {
     "__s8": (1, True), "__s16": (2, True), "__s32": (4, True), "__s64": (8, True),
 }  # fmt: skip
 _WIDE_AS_U64 = {"unsigned int", "unsigned", "u32", "pid_t", "uid_t", "gid_t"}
+#: kernel typedefs of tracepoint fields (x86-64), so most records need no BTF lookup
+KERNEL_TYPEDEFS = {
+    "pid_t": (4, True), "uid_t": (4, False), "gid_t": (4, False), "size_t": (8, False), "ssize_t": (8, True),
+    "loff_t": (8, True), "off_t": (8, True), "umode_t": (2, False), "mode_t": (4, False), "dev_t": (4, False),
+    "sector_t": (8, False), "key_serial_t": (4, True), "clockid_t": (4, True), "timer_t": (4, True),
+    "mqd_t": (4, True), "qid_t": (4, False), "rwf_t": (4, True), "aio_context_t": (8, False), "time_t": (8, True),
+    "ino_t": (8, False), "gfp_t": (4, False), "fmode_t": (4, False), "bool": (1, False), "__kernel_size_t": (8, False),
+    "unsigned char": (1, False), "long unsigned int": (8, False), "short int": (2, True),
+}  # fmt: skip
+
+
+class LazyBtf:
+    """A BTF that is parsed the first time it is used (``bool()`` says
+    whether there is one); most scripts never need it."""
+
+    def __init__(self, load: Any) -> None:
+        self._load = load
+        self._btf: Any = None
+        self._done = False
+
+    def get(self) -> Any:
+        """The BTF (``None`` when the kernel has none)."""
+        if not self._done:
+            self._done = True
+            try:
+                self._btf = self._load() if callable(self._load) else self._load
+            except (BpfmuxError, OSError):
+                self._btf = None
+        return self._btf
+
+    def __bool__(self) -> bool:
+        return self.get() is not None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get()[key]
+
+    def __len__(self) -> int:
+        return len(self.get())
 
 
 @dataclass(frozen=True)
@@ -98,7 +139,7 @@ def from_btf(btf: Any, t: bt.Type, *, user: bool = False) -> T:
 
 
 def _btf_named(btf: Any, name: str) -> bt.Type | None:
-    if btf is None:
+    if not btf:
         return None
     for kind in ("typedef", "int", "struct", "union", "enum"):
         try:
@@ -115,13 +156,13 @@ def from_name(btf: Any, name: str, ptr: int = 0) -> T | None:
     base: T | None
     if name in INT_NAMES:
         base = INT_NAMES[name]
-    elif name in C_INTS:
-        size, signed = C_INTS[name]
+    elif name in C_INTS or name in KERNEL_TYPEDEFS:
+        size, signed = C_INTS.get(name) or KERNEL_TYPEDEFS[name]
         base = T.int(size, signed)
     elif name.startswith(("struct ", "union ", "enum ")):
         kind, _, bare = name.partition(" ")
         found = None
-        if btf is not None:
+        if btf:
             try:
                 found = btf.find(bare.strip(), kind)
             except (NotFoundError, BpfmuxError, KeyError, ValueError):
@@ -197,7 +238,7 @@ def from_c_decl(btf: Any, ctype: str, size: int, signed: bool, *, user: bool = F
 def field_of(btf: Any, record: T, name: str) -> FieldRef | None:
     """Member ``name`` of record type ``record`` (anonymous members searched
     as in C), or ``None`` when it has none."""
-    if btf is None or not record.btf_id:
+    if not record.btf_id or not btf:
         return None
     try:
         info = btf.member(btf[record.btf_id], name)

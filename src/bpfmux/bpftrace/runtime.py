@@ -25,6 +25,7 @@ from ..uapi import MapType
 from . import ast as A
 from .codegen import CompiledProgram, compile_context, map_ref
 from .errors import Source
+from .kerneltypes import LazyBtf
 from .output import Printer, format_printf
 from .parser import Parser
 from .probes import Resolution, resolve
@@ -112,7 +113,7 @@ def compile_script(text: str, kernel: Any, options: Options | None = None, *, na
     parser = Parser(source)
     program = parser.program()
     res = resolve(program, kernel, params=opts.params, source=source, pid=opts.pid)
-    env = Env(btf=getattr(kernel, "btf", None), params=list(opts.params), unsafe=opts.unsafe,
+    env = Env(btf=LazyBtf(lambda: getattr(kernel, "btf", None)), params=list(opts.params), unsafe=opts.unsafe,
               has_child=opts.has_child, child_pid=opts.child_pid, strlen=opts.strlen,
               map_keys_max=opts.map_keys_max)  # fmt: skip
     checked = analyze(program, res, env, source)

@@ -25,7 +25,7 @@ from ..errors import BpfmuxError, NotFoundError
 from ..trace.plan import Mechanism
 from . import ast as A
 from .errors import Loc, ScriptError, Source
-from .kerneltypes import field_of, from_btf, from_c_decl, from_name
+from .kerneltypes import LazyBtf, field_of, from_btf, from_c_decl, from_name
 from .probes import Context, Resolution
 from .types import AGGREGATIONS, COMM_SIZE, K, T, slot_size
 
@@ -277,7 +277,7 @@ class Analyzer:
     def _signature(self, ctx: Context) -> Any:
         btf = self.env.btf
         fn = ctx.targets[0].info.get("function") if ctx.targets else None
-        if btf is None or fn is None:
+        if not btf or fn is None:
             return None
         try:
             return btf.func(fn)
@@ -596,7 +596,7 @@ class Analyzer:
 
     def _enum_value(self, name: str) -> int | None:
         btf = self.env.btf
-        if btf is None:
+        if not btf:
             return None
         try:
             ids = btf.find_ids(name)
@@ -1239,6 +1239,8 @@ def _enum_lookup(btf: Any, name: str) -> int | None:
     """The value of enumerator ``name`` of any enum in ``btf`` (indexed once per BTF)."""
     from ..uapi import BtfKind
 
+    if isinstance(btf, LazyBtf):  # the cache is keyed by the parsed BTF, not by its wrapper
+        btf = btf.get()
     table = _ENUMERATORS.get(id(btf))
     if table is None:
         table = {}
