@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING, Any, Self
 from .uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .attach import Linker
     from .btf import Btf
     from .isa.insn import Insn
     from .obj.sections import AttachKind
-    from .obj.spec import ObjectSpec
+    from .obj.spec import ObjectSpec, ProgramSpec
 
 __all__ = ["FEATURES", "Closable", "close_all", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
 
@@ -205,7 +206,7 @@ class Program(Closable):
     attach_type: AttachType | None
     attach_target: str | None
     flags: ProgFlags
-    spec: Any
+    spec: ProgramSpec | None
 
     @property
     @abc.abstractmethod
@@ -238,7 +239,7 @@ class Program(Closable):
         """
 
     @abc.abstractmethod
-    def _linker(self) -> Any:
+    def _linker(self) -> Linker:
         """The kernel's :class:`bpfmux.attach.Linker` that attaches this program."""
 
     def attach(self, target: str | None = None, **options: Any) -> Link:

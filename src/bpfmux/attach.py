@@ -48,33 +48,38 @@ class Linker(Protocol):
     kernel lacks, :class:`~bpfmux.errors.NotFoundError` for a target that
     does not exist and :class:`~bpfmux.errors.BpfError` for the kernel's
     refusals (``E2BIG``, ``EEXIST``, ``EINVAL``, …).
+
+    The parameters here are the ones every kernel takes. A kernel's linker
+    may take more keyword options (the live one: ``via=``, ``pid=``,
+    sampling options); :func:`attach` and :func:`attach_many` pass the
+    caller's options through to its method.
     """
 
-    def tracepoint(self, program: Program, target: str, *, cookie: int | None, **opts: Any) -> Link: ...
+    def tracepoint(self, program: Program, target: str, *, cookie: int | None) -> Link: ...
 
-    def raw_tracepoint(self, program: Program, target: str, *, cookie: int | None, **opts: Any) -> Link: ...
+    def raw_tracepoint(self, program: Program, target: str, *, cookie: int | None) -> Link: ...
 
-    def tp_btf(self, program: Program, target: str | None, *, cookie: int | None, **opts: Any) -> Link: ...
+    def tp_btf(self, program: Program, target: str | None, *, cookie: int | None) -> Link: ...
 
-    def trampoline(self, program: Program, target: str | None, *, cookie: int | None, **opts: Any) -> Link: ...
+    def trampoline(self, program: Program, target: str | None, *, cookie: int | None) -> Link: ...
 
-    def tracing_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None,
-                      **opts: Any) -> MultiLink: ...
+    def tracing_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None) -> MultiLink: ...
 
-    def kprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None, **opts: Any) -> Link: ...
+    def kprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None) -> Link: ...
 
     def kprobe_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None, *, retprobe: bool,
-                     session: bool, **opts: Any) -> MultiLink: ...
+                     session: bool) -> MultiLink: ...
 
-    def uprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None, **opts: Any) -> Link: ...
+    def uprobe(self, program: Program, target: str, *, retprobe: bool, cookie: int | None) -> Link: ...
 
     def uprobe_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None, *, retprobe: bool,
-                     session: bool, **opts: Any) -> MultiLink: ...
+                     session: bool) -> MultiLink: ...
 
-    def perf_event(self, program: Program, target: str, **opts: Any) -> Link: ...
+    def perf_event(self, program: Program, target: str, *, cookie: int | None = None) -> Link: ...
 
-    def perf_event_link(self, program: Program, event: Any, *, cookie: int | None, **opts: Any) -> Link:
-        """The program on an open perf event of this kernel (a ``BPF_PERF_EVENT`` link)."""
+    def perf_event_link(self, program: Program, event: Any, *, cookie: int | None) -> Link:
+        """The program on ``event``, an open perf event of this kernel (each
+        kernel has its own perf event type), as a ``BPF_PERF_EVENT`` link."""
         ...
 
     def syscall_function(self, name: str) -> str:
@@ -121,6 +126,40 @@ def _session(program: Program, opts: dict[str, Any]) -> bool:
     return bool(opts.pop("session", default))
 
 
+#: the options each attach kind takes besides ``cookie``/``cookies``, ``retprobe``, ``session`` and ``event``
+_OPTIONS: dict[AttachKind, frozenset[str]] = {
+    K.TRACEPOINT: frozenset({"via"}),
+    K.RAW_TRACEPOINT: frozenset(),
+    K.TP_BTF: frozenset(),
+    K.TRAMPOLINE: frozenset({"attach_type"}),
+    K.TRACE_MULTI: frozenset({"attach_type"}),
+    K.MULTI_FUNC: frozenset({"attach_type"}),
+    K.KPROBE: frozenset({"via", "pid"}),
+    K.KSYSCALL: frozenset({"via", "pid"}),
+    K.UPROBE: frozenset({"via", "pid"}),
+    K.KPROBE_MULTI: frozenset(),
+    K.KPROBE_SESSION: frozenset(),
+    K.UPROBE_MULTI: frozenset({"pid"}),
+    K.PERF_EVENT: frozenset({"via", "pid", "sample_freq", "sample_period", "hardware", "cpus"}),
+}
+_COMMON = frozenset({"retprobe", "session"})
+
+
+def _check_options(program: Program, kind: AttachKind, opts: dict[str, Any]) -> None:
+    allowed = _OPTIONS.get(kind, frozenset()) | _COMMON
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed | {"cookie"})) or "no options"
+        raise InvalidArgumentError(f"program {program.name!r} ({kind.value}): unknown attach option "
+                                   f"{', '.join(unknown)}; it takes {takes}")
+
+
+def _no_pid(program: Program, opts: dict[str, Any]) -> None:
+    if "pid" in opts:
+        raise InvalidArgumentError(f"program {program.name!r}: a kprobe fires for every process; pid= filters "
+                                   "uprobes only")
+
+
 def _kind(program: Program) -> AttachKind:
     kind = program.attach_kind
     if kind is None:
@@ -147,7 +186,8 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
     ``event=`` (an open perf event of the same kernel) puts a tracepoint,
     kprobe, uprobe or perf_event program on that event instead.
 
-    :raises InvalidArgumentError: no target given and the section names none.
+    :raises InvalidArgumentError: no target given and the section names none,
+        or an option the program's kind does not take.
     :raises NotSupportedError: the program does not attach to a tracing hook,
         or the kernel lacks its kind.
     :raises NotFoundError: the target does not exist.
@@ -158,6 +198,7 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
         target = program.attach_target
     cookie = opts.pop("cookie", None)
     event = opts.pop("event", None)
+    _check_options(program, kind, opts)
     if event is not None:
         if kind not in (K.TRACEPOINT, K.KPROBE, K.KSYSCALL, K.UPROBE, K.PERF_EVENT):
             raise InvalidArgumentError(f"event= takes a perf event; program {program.name!r} is not a tracepoint, "
@@ -188,6 +229,7 @@ def attach(linker: Linker, program: Program, target: str | None = None, **opts: 
             t = linker.syscall_function(t)
         if kind is K.UPROBE or ":" in t:
             return linker.uprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
+        _no_pid(program, opts)
         return linker.kprobe(program, t, retprobe=retprobe, cookie=cookie, **opts)
     if kind is K.USDT:
         raise NotSupportedError("usdt", "USDT probes are not implemented by bpfmux; attach the program as a uprobe "
@@ -203,7 +245,8 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
 
     :param cookies: one BPF cookie per target (a glob's cookie goes to every
         function it matches).
-    :raises InvalidArgumentError: no targets, or cookies that do not match them.
+    :raises InvalidArgumentError: no targets, cookies that do not match them,
+        or an option the program's kind does not take.
     :raises NotSupportedError: the program cannot be attached to many
         targets, or the kernel lacks the mechanism.
     :raises NotFoundError: a target does not exist or a glob matches nothing.
@@ -215,6 +258,7 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
     if cookies is not None and len(cookies) != len(names):
         raise InvalidArgumentError(f"{len(cookies)} cookies for {len(names)} targets; give one cookie per target")
     kind = _kind(program)
+    _check_options(program, kind, opts)
     if kind in (K.TRACE_MULTI, K.MULTI_FUNC):
         return linker.tracing_multi(program, names, cookies, **opts)
     if kind in (K.KPROBE_MULTI, K.KPROBE_SESSION):
@@ -250,6 +294,7 @@ def attach_many(linker: Linker, program: Program, targets: Iterable[str] | str, 
                 return linker.uprobe(program, t, retprobe=retprobe, cookie=c, **opts)
             if kind is K.KSYSCALL:
                 t = linker.syscall_function(t)
+            _no_pid(program, opts)
             return linker.kprobe(program, t, retprobe=retprobe, cookie=c, **opts)
 
         sub = "uprobe" if kind is K.UPROBE or all(":" in t for t in names) else "kprobe"

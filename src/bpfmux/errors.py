@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+from typing import Self, TypeVar
 
 #: ``ENOTSUPP`` (524): the kernel-internal "operation not supported" that
 #: ``bpf(2)`` lets out to user space (not ``EOPNOTSUPP``, 95). Python's
@@ -41,9 +42,13 @@ class BpfError(BpfmuxError, OSError):
     an errno whose builtin ``OSError`` subclass exists (``EPERM`` →
     ``PermissionError``, ``ENOENT`` → ``FileNotFoundError``, …) returns an
     instance that is also of that subclass.
+
+    :ivar log: the kernel's log when it refused a load (BTF, program), else ``""``.
     """
 
-    def __new__(cls, errno: int, message: str, *args: object) -> BpfError:
+    log: str = ""
+
+    def __new__(cls, errno: int, message: str, *args: object) -> Self:
         sub = _errno_class(cls, errno)
         return OSError.__new__(sub, errno, message)
 
@@ -64,17 +69,21 @@ _OS_SUBCLASSES: dict[int, type[OSError]] = {
     _errno.EAGAIN: BlockingIOError,
     _errno.ESRCH: ProcessLookupError,
 }
-_cache: dict[tuple[type, type], type] = {}
+_cache: dict[tuple[type[BpfError], type[OSError]], type[BpfError]] = {}
+_E = TypeVar("_E", bound=BpfError)
 
 
-def _errno_class(cls: type, errno: int) -> type:
+def _errno_class(cls: type[_E], errno: int) -> type[_E]:
+    """*cls*, or a subclass of *cls* and the builtin ``OSError`` subclass for *errno*."""
     base = _OS_SUBCLASSES.get(errno)
     if base is None or issubclass(cls, base):
         return cls
     key = (cls, base)
     if key not in _cache:
         _cache[key] = type(f"{cls.__name__}[{base.__name__}]", (cls, base), {"__module__": cls.__module__})
-    return _cache[key]
+    sub = _cache[key]
+    assert issubclass(sub, cls)  # made from cls above
+    return sub
 
 
 class VerifierError(BpfError):
@@ -84,7 +93,7 @@ class VerifierError(BpfError):
     :ivar program: name of the rejected program.
     """
 
-    def __new__(cls, errno: int, message: str, log: str = "", program: str = "") -> VerifierError:
+    def __new__(cls, errno: int, message: str, log: str = "", program: str = "") -> Self:
         return super().__new__(cls, errno, message)
 
     def __init__(self, errno: int, message: str, log: str = "", program: str = "") -> None:

@@ -30,12 +30,15 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .api import Collection, Map, Program
 from .errors import NotFoundError
 from .isa.insn import Insn
-from .obj.spec import MapSpec, ObjectSpec, ProgramSpec
+from .obj.spec import MapFdFn, MapSpec, ObjectSpec, ProgramSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .btf import Btf
 
 __all__ = ["ObjectLoader", "as_spec"]
 
@@ -117,7 +120,7 @@ class ObjectLoader(abc.ABC):
             raise
         return m
 
-    def _map_fd(self, ps: ProgramSpec) -> Any:
+    def _map_fd(self, ps: ProgramSpec) -> MapFdFn:
         maps = self.coll.maps
 
         def map_fd(name: str) -> int:
@@ -187,7 +190,7 @@ class ObjectLoader(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def core_target(self, ps: ProgramSpec) -> Any:
+    def core_target(self, ps: ProgramSpec) -> Btf | None:
         """The BTF that CO-RE relocations and typed externs of ``ps`` resolve against."""
 
     @abc.abstractmethod

@@ -246,3 +246,11 @@ def test_attach_kind_drives_both_dispatches(kernel: api.Kernel) -> None:
 
 #: the retval of exercise() on the context above, as this machine's kernel (6.18) computes it
 EXPECTED_TESTRUN = 2839223281
+
+
+def test_an_unknown_attach_option_is_an_invalid_argument(kernel: api.Kernel) -> None:
+    with kernel.load(BPF / "getpid.bpf.o") as coll:
+        with pytest.raises(InvalidArgumentError, match="unknown attach option colour"):
+            coll.programs["count_getpid"].attach(colour="blue")
+        with pytest.raises(InvalidArgumentError, match="unknown attach option"):
+            coll.programs["count_getpid"].attach_many(["sys_enter"], pid=1)

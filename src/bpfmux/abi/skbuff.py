@@ -8,7 +8,7 @@ are the kernel's ``sk_filter_is_valid_access``: socket filters may not read
 
 from __future__ import annotations
 
-from .context import ContextLayout, CtxField
+from .context import ContextLayout, CtxField, LoadKind
 
 #: ``sizeof(struct __sk_buff)`` on Linux 6.18.
 SK_BUFF_SIZE = 192
@@ -58,7 +58,7 @@ def tc_layout() -> ContextLayout:
     for name, off, size in SK_BUFF_MEMBERS:
         if name in ("flow_keys",):
             continue
-        load = "ptr_to_packet" if name in _PACKET else "scalar"
+        load: LoadKind = "ptr_to_packet" if name in _PACKET else "scalar"
         fields.append(CtxField(name, off, size, writable=name in _TC_WRITABLE, load=load))
     return ContextLayout("struct __sk_buff", SK_BUFF_SIZE, "fields", fields=tuple(fields))
 

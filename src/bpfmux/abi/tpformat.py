@@ -26,7 +26,6 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ..errors import NotFoundError, ParseError
@@ -222,6 +221,8 @@ def bundled_formats() -> dict[str, str]:
     :raises ParseError: the bundled file is damaged (reinstall bpfmux).
     """
     try:
+        from importlib import resources  # only when the bundled formats are read
+
         data = resources.files("bpfmux").joinpath("data/tracefs_formats.json.gz").read_bytes()
         table = json.loads(gzip.decompress(data))
     except (OSError, ValueError, EOFError) as exc:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import BpfmuxError
-from .context import ContextLayout, CtxField
+from .context import ContextLayout, CtxField, LoadKind
 
 #: Most arguments a traced function may have.
 MAX_TRACE_ARGS = 6
@@ -90,9 +90,10 @@ def frame_layout(view: FrameView, args: Sequence[ArgInfo] = (), ret: ArgInfo | N
     slots = list(args)
     if view in (FrameView.FEXIT, FrameView.FMOD_RET):
         slots.append(ret if ret is not None else ArgInfo("ret"))
-    fields = []
+    slot_fields: list[CtxField] = []
     for i, a in enumerate(slots):
-        load = "ptr_to_btf_id" if a.pointer and a.btf_type else "scalar"
-        fields.append(CtxField(a.name or f"arg{i + 1}", 8 * i, 8, load=load, btf_type=a.btf_type, signed=a.signed))
-    return ContextLayout(f"{view.value} frame of {func or '?'}", 8 * len(fields), "btf", fields=tuple(fields),
-                         func=func or "?")
+        load: LoadKind = "ptr_to_btf_id" if a.pointer and a.btf_type else "scalar"
+        slot_fields.append(CtxField(a.name or f"arg{i + 1}", 8 * i, 8, load=load, btf_type=a.btf_type,
+                                    signed=a.signed))
+    return ContextLayout(f"{view.value} frame of {func or '?'}", 8 * len(slot_fields), "btf",
+                         fields=tuple(slot_fields), func=func or "?")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .runtime import Options, Session, compile_script
 
@@ -41,7 +41,7 @@ def run_emulated(text: str, workload: str | list[Any] | Callable[[Any], object],
     own = emulator is None
     emu = emulator if emulator is not None else Emulator(policy=policy)
     buf = io.StringIO()
-    sink: IO[str] = _Tee(buf, out) if out is not None else buf
+    sink = cast(IO[str], _Tee(buf, out)) if out is not None else buf
     try:
         opts = options or Options()
         script = compile_script(text, emu, opts, name=name)

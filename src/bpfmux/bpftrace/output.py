@@ -568,6 +568,14 @@ def _min_value(cpus: list[bytes]) -> int:
     return 0xFFFFFFFF - top
 
 
+def _int_at(pos: int) -> Callable[[tuple[bytes, Any, str]], int]:
+    return lambda r: int.from_bytes(r[0][pos:pos + 8], "little")
+
+
+def _str_at(pos: int, n: int) -> Callable[[tuple[bytes, Any, str]], bytes]:
+    return lambda r: r[0][pos:pos + n].split(b"\0", 1)[0]
+
+
 def _sort_by_key(info: MapInfo, rows: list[tuple[bytes, Any, str]]) -> list[tuple[bytes, Any, str]]:
     offsets = []
     pos = 0
@@ -576,9 +584,9 @@ def _sort_by_key(info: MapInfo, rows: list[tuple[bytes, Any, str]]) -> list[tupl
         pos += slot_size(kt)
     for pos, kt in reversed(offsets):
         if kt.kind in (K.INT, K.PTR):
-            rows.sort(key=lambda r, p=pos: int.from_bytes(r[0][p:p + 8], "little"))
+            rows.sort(key=_int_at(pos))
         elif kt.kind == K.STR:
-            rows.sort(key=lambda r, p=pos, n=kt.size: r[0][p:p + n].split(b"\0", 1)[0])
+            rows.sort(key=_str_at(pos, kt.size))
     return rows
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -233,7 +234,7 @@ class Session:
 
         :raises BpfError: the verifier refused a program (its log attached).
         """
-        values = {ref: m.fd for ref, m in self.maps.items()}
+        values: dict[Hashable, int] = {ref: m.fd for ref, m in self.maps.items()}
         for p in self.script.programs:
             ctx = p.info.ctx
             target = None
@@ -253,7 +254,8 @@ class Session:
         try:
             self.create_maps()
             self.load()
-            self._ring = self.maps["events"].reader(self._on_event)
+            events: Any = self.maps["events"]  # a ring buffer map: both kernels' have reader()
+            self._ring = events.reader(self._on_event)
             if not self.options.quiet:
                 n = self.script.num_probes
                 if self.options.json:

@@ -570,9 +570,9 @@ class Analyzer:
             if not it.is_int:
                 raise self.error(f"the index must be an integer, not {it.describe()}", e.index.loc)
             if t.kind == K.ARRAY:
-                v = self._const(e.index)
-                if v is not None and not 0 <= v < t.count:
-                    raise self.error(f"the index {v} is out of bounds for an array of size {t.count}", e.index.loc)
+                at = self._const(e.index)
+                if at is not None and not 0 <= at < t.count:
+                    raise self.error(f"the index {at} is out of bounds for an array of size {t.count}", e.index.loc)
                 return t.elems[0]
             if t.kind == K.PTR:
                 if t.pointee is None:
@@ -1085,7 +1085,7 @@ class Analyzer:
 
         try:
             syms = ElfSymbols.cached(binary)
-            addr = next(s.value for s in syms.symbols if s.name == e.args[0].value)
+            addr = next(s.address for s in syms.symbols if s.name == e.args[0].value)
         except (StopIteration, BpfmuxError, OSError, AttributeError):
             raise self.error(f"uaddr(\"{e.args[0].value}\"): no symbol of that name in {binary}", e.args[0].loc) from None
         self.cur.consts[id(e)] = int(addr)  # type: ignore[union-attr]

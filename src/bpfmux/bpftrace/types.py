@@ -15,6 +15,7 @@ them in a register; the others live in memory.
 
 from __future__ import annotations
 
+import builtins
 import enum
 from dataclasses import dataclass, field, replace
 
@@ -114,7 +115,7 @@ class T:
         return T(K.INT, 8, True)
 
     @staticmethod
-    def string(size: int = 64) -> T:
+    def string(size: builtins.int = 64) -> T:
         """A string buffer of ``size`` bytes."""
         return T(K.STR, max(1, size))
 

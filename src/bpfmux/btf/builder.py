@@ -59,15 +59,6 @@ class BtfBuilder:
         self.btf = Btf(base, source="(built)")
         self._index_int: int | None = None
 
-    def int(self, name: str, size: int, signed: bool = False, char: bool = False, bool_: bool = False, bits: int | None = None) -> int:
-        """Add an integer type."""
-        enc = (BtfIntEncoding.SIGNED if signed else 0) | (BtfIntEncoding.CHAR if char else 0) | (BtfIntEncoding.BOOL if bool_ else 0)
-        return self.btf.add(Int(name, size, int(enc), bits))
-
-    def float(self, name: str, size: int) -> int:
-        """Add a floating-point type."""
-        return self.btf.add(Float(name, size))
-
     def ptr(self, target: int) -> int:
         """Add a pointer to ``target`` (0 = void)."""
         return self.btf.add(Ptr(target))
@@ -119,8 +110,8 @@ class BtfBuilder:
             size, align = sizeof(self.btf, t), alignof(self.btf, t)
             best = max(best, align)
             if len(spec) >= 3:
-                off = spec[2]  # type: ignore[misc]
-                bf = spec[3] if len(spec) == 4 else 0  # type: ignore[misc]
+                off = spec[2]
+                bf = spec[3] if len(spec) == 4 else 0
             else:
                 off = 0 if union else -(-pos // (align * 8)) * align * 8
                 bf = 0
@@ -169,6 +160,18 @@ class BtfBuilder:
         if size is None:
             size = max((o + s for _, o, s in vars), default=0)
         return self.btf.add(Datasec(name, size, vs))
+
+    # int and float come last: a method's name is in scope for the annotations of the methods after it, where
+    # these two would stand for the builtins
+
+    def float(self, name: str, size: int) -> int:
+        """Add a floating-point type."""
+        return self.btf.add(Float(name, size))
+
+    def int(self, name: str, size: int, signed: bool = False, char: bool = False, bool_: bool = False, bits: int | None = None) -> int:
+        """Add an integer type."""
+        enc = (BtfIntEncoding.SIGNED if signed else 0) | (BtfIntEncoding.CHAR if char else 0) | (BtfIntEncoding.BOOL if bool_ else 0)
+        return self.btf.add(Int(name, size, int(enc), bits))
 
     def write(self, byteorder: str = "little") -> bytes:
         """Serialize what was built.

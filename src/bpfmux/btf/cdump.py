@@ -15,7 +15,22 @@ from typing import TYPE_CHECKING
 
 from ..uapi import BtfKind
 from .layout import TypeKindError, alignof, resolve, sizeof
-from .types import Composite, Enum, FuncProto, Int, Type
+from .types import (
+    Array,
+    Composite,
+    Const,
+    Enum,
+    Func,
+    FuncProto,
+    Fwd,
+    Int,
+    Ptr,
+    Restrict,
+    Type,
+    Typedef,
+    TypeTag,
+    Volatile,
+)
 
 if TYPE_CHECKING:
     from .model import Btf
@@ -64,7 +79,7 @@ class CDumper:
         tags: dict[str, list[tuple[BtfKind, int]]] = {}
         ordinary: dict[str, int] = {}
         refs: dict[int, list[int]] = {}
-        fwds: list[Type] = []
+        fwds: list[Fwd] = []
         for t in btf:
             k = t.kind
             if k in (BtfKind.STRUCT, BtfKind.UNION, BtfKind.ENUM, BtfKind.ENUM64) and t.name:
@@ -73,7 +88,7 @@ class CDumper:
                 n = len(seen) + 1
                 self._names[t.id] = t.name if n == 1 else f"{t.name}___{n}"
                 seen.append((BtfKind.ENUM if tag == "enum" else k, t.id))
-            elif k == BtfKind.FWD:
+            elif isinstance(t, Fwd):
                 fwds.append(t)
             elif k == BtfKind.TYPEDEF:
                 n = ordinary.get(t.name, 0) + 1
@@ -83,7 +98,7 @@ class CDumper:
                 for r in t.refs():
                     refs.setdefault(r, []).append(t.id)
         for f in fwds:
-            want = BtfKind.UNION if f.is_union else BtfKind.STRUCT  # type: ignore[attr-defined]
+            want = BtfKind.UNION if f.is_union else BtfKind.STRUCT
             match = [i for k, i in tags.get(f.name, []) if k == want]
             if match:
                 self._names[f.id] = self._names[match[0]]
@@ -114,41 +129,40 @@ class CDumper:
         for _ in range(256):
             t = btf[type_id]
             k = t.kind
-            if k == BtfKind.PTR:
-                target = self._skip_tags(t.type_id)  # type: ignore[attr-defined]
+            if isinstance(t, Ptr):
+                target = self._skip_tags(t.type_id)
                 inner = "*" + inner
                 if btf.kind_of(target) in (BtfKind.ARRAY, BtfKind.FUNC_PROTO):
                     inner = f"({inner})"
-                type_id = t.type_id  # type: ignore[attr-defined]
-            elif k == BtfKind.ARRAY:
-                inner = f"{inner}[{t.nelems}]"  # type: ignore[attr-defined]
-                type_id = t.type_id  # type: ignore[attr-defined]
-            elif k == BtfKind.FUNC_PROTO:
-                assert isinstance(t, FuncProto)
+                type_id = t.type_id
+            elif isinstance(t, Array):
+                inner = f"{inner}[{t.nelems}]"
+                type_id = t.type_id
+            elif isinstance(t, FuncProto):
                 params = t.params[:-1] if t.variadic else t.params
                 ps = [self.decl(p.type_id, p.name if self.param_names else "", indent) for p in params]
                 if t.variadic:
                     ps.append("...")
                 inner = f"{inner}({', '.join(ps) or 'void'})"
                 type_id = t.return_type_id
-            elif k in _QUAL:
-                target = self._skip_tags(t.type_id)  # type: ignore[attr-defined]
+            elif isinstance(t, Const | Volatile | Restrict):  # the kinds in _QUAL
+                target = self._skip_tags(t.type_id)
                 if btf.kind_of(target) == BtfKind.PTR:
                     inner = f"{_QUAL[k]} {inner}".rstrip()
-                    type_id = t.type_id  # type: ignore[attr-defined]
+                    type_id = t.type_id
                 else:
-                    rest = self.decl(t.type_id, inner, indent)  # type: ignore[attr-defined]
+                    rest = self.decl(t.type_id, inner, indent)
                     return rest if rest.startswith(_QUAL[k] + " ") else f"{_QUAL[k]} {rest}"
-            elif k in (BtfKind.TYPE_TAG, BtfKind.FUNC):
-                type_id = t.type_id  # type: ignore[attr-defined]
+            elif isinstance(t, TypeTag | Func):
+                type_id = t.type_id
             else:
                 base = self._base_name(t, indent)
                 return f"{base} {inner}" if inner else base
         raise TypeKindError(f"type [{type_id}] nests too deeply to write as C")
 
     def _skip_tags(self, type_id: int) -> int:
-        while self.btf.kind_of(type_id) == BtfKind.TYPE_TAG:
-            type_id = self.btf[type_id].type_id  # type: ignore[attr-defined]
+        while self.btf.kind_of(type_id) == BtfKind.TYPE_TAG and isinstance(tag := self.btf[type_id], TypeTag):
+            type_id = tag.type_id
         return type_id
 
     def _base_name(self, t: Type, indent: int) -> str:
@@ -161,18 +175,18 @@ class CDumper:
             return t.name
         if k == BtfKind.TYPEDEF:
             return self._names.get(t.id, t.name)
-        if k == BtfKind.FWD:
-            return f"{'union' if t.is_union else 'struct'} {self._names.get(t.id, t.name)}"  # type: ignore[attr-defined]
-        if k in (BtfKind.STRUCT, BtfKind.UNION):
+        if isinstance(t, Fwd):
+            return f"{'union' if t.is_union else 'struct'} {self._names.get(t.id, t.name)}"
+        if isinstance(t, Composite):  # STRUCT, UNION
             if t.name:
                 return f"{_TAG[k]} {self._names.get(t.id, t.name)}"
-            return self._composite_text(t, indent)  # type: ignore[arg-type]
-        if k in (BtfKind.ENUM, BtfKind.ENUM64):
+            return self._composite_text(t, indent)
+        if isinstance(t, Enum):  # ENUM, ENUM64
             if t.name:
                 return f"enum {self._names.get(t.id, t.name)}"
             if t.id in self._inline_enums:
-                return self._enum_text(t, indent)  # type: ignore[arg-type]
-            return _INT_BY_SIZE.get((t.size, t.signed), "int")  # type: ignore[attr-defined]
+                return self._enum_text(t, indent)
+            return _INT_BY_SIZE.get((t.size, t.signed), "int")
         return t.name or "void"
 
     # ------------------------------------------------------- bodies
@@ -303,22 +317,21 @@ class CDumper:
         k = t.kind
         if k in (BtfKind.UNKN, BtfKind.INT, BtfKind.FLOAT):
             return
-        if k == BtfKind.PTR:
-            self._need(t.type_id, False, depth + 1)  # type: ignore[attr-defined]
-        elif k == BtfKind.ARRAY:
-            self._need(t.type_id, True, depth + 1)  # type: ignore[attr-defined]
-        elif k in _QUAL or k == BtfKind.TYPE_TAG:
-            self._need(t.type_id, complete, depth + 1)  # type: ignore[attr-defined]
-        elif k == BtfKind.FUNC_PROTO:
-            assert isinstance(t, FuncProto)
+        if isinstance(t, Ptr):
+            self._need(t.type_id, False, depth + 1)
+        elif isinstance(t, Array):
+            self._need(t.type_id, True, depth + 1)
+        elif isinstance(t, Const | Volatile | Restrict | TypeTag):  # _QUAL and TYPE_TAG
+            self._need(t.type_id, complete, depth + 1)
+        elif isinstance(t, FuncProto):
             self._need(t.return_type_id, False, depth + 1)
             for p in t.params:
                 self._need(p.type_id, False, depth + 1)
-        elif k == BtfKind.TYPEDEF:
+        elif isinstance(t, Typedef):
             self.emit_typedef(type_id)
             if complete:
-                self._need(t.type_id, True, depth + 1)  # type: ignore[attr-defined]
-        elif k in (BtfKind.STRUCT, BtfKind.UNION):
+                self._need(t.type_id, True, depth + 1)
+        elif isinstance(t, Composite):  # STRUCT, UNION
             if t.name:
                 if complete:
                     self.emit_composite(type_id)
@@ -326,7 +339,7 @@ class CDumper:
                     self._forward(t)
             elif type_id not in self._anon_visit:
                 self._anon_visit.add(type_id)
-                for m in t.members:  # type: ignore[attr-defined]
+                for m in t.members:
                     self._need(m.type_id, True, depth + 1)
                 self._anon_visit.discard(type_id)
         elif k in (BtfKind.ENUM, BtfKind.ENUM64):
@@ -338,8 +351,8 @@ class CDumper:
     def _forward(self, t: Type) -> None:
         if self._state.get(t.id) == 2:
             return
-        if t.kind == BtfKind.FWD:
-            tag = "union" if t.is_union else "struct"  # type: ignore[attr-defined]
+        if isinstance(t, Fwd):
+            tag = "union" if t.is_union else "struct"
         else:
             tag = _TAG[t.kind]
         name = self._names.get(t.id, t.name)
@@ -379,9 +392,10 @@ class CDumper:
         if t.name in _BUILTIN_TYPEDEFS:
             self._state[type_id] = 2
             return
+        assert isinstance(t, Typedef)  # called for TYPEDEF ids
         self._state[type_id] = 1
-        self._need(t.type_id, False)  # type: ignore[attr-defined]
-        self.out.append(f"typedef {self.decl(t.type_id, self._names[type_id])};\n\n")  # type: ignore[attr-defined]
+        self._need(t.type_id, False)
+        self.out.append(f"typedef {self.decl(t.type_id, self._names[type_id])};\n\n")
         self._state[type_id] = 2
 
     def dump(self, guard: str = "__VMLINUX_H__") -> str:

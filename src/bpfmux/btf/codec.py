@@ -97,7 +97,7 @@ class Record:
             return self.as_dict() == dict(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: mutable and equal by value
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())

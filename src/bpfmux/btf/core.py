@@ -34,7 +34,7 @@ from ..uapi import BtfIntEncoding, BtfKind
 from .ext import CoreRelo, CoreReloKind
 from .layout import TypeKindError, sizeof
 from .layout import resolve as skip_mods
-from .types import Array, Composite, Enum, FuncProto, Fwd, Int, Type
+from .types import Array, Composite, Enum, FuncProto, Fwd, Int, Ptr, Type
 
 if TYPE_CHECKING:
     from .model import Btf
@@ -217,10 +217,11 @@ def _fields_compat(lb: Btf, lid: int, tb: Btf, tid: int) -> bool:
         if k in (BtfKind.FWD, BtfKind.ENUM, BtfKind.ENUM64):
             ln, tn = essential_name(lt.name), essential_name(tt.name)
             return not ln or not tn or ln == tn
-        if k == BtfKind.INT:
-            return lt.bits_offset == 0 and tt.bits_offset == 0  # type: ignore[attr-defined]
-        if k == BtfKind.ARRAY:
-            lid, tid = lt.type_id, tt.type_id  # type: ignore[attr-defined]
+        # the core kinds are equal: lt's class is tt's
+        if isinstance(lt, Int) and isinstance(tt, Int):
+            return lt.bits_offset == 0 and tt.bits_offset == 0
+        if isinstance(lt, Array) and isinstance(tt, Array):
+            lid, tid = lt.type_id, tt.type_id
             continue
         return False
     return False
@@ -241,10 +242,11 @@ def types_are_compat(lb: Btf, lid: int, tb: Btf, tid: int, level: int = _MAX_DEP
         k = lt.kind
         if k in (BtfKind.UNKN, BtfKind.STRUCT, BtfKind.UNION, BtfKind.ENUM, BtfKind.FWD, BtfKind.ENUM64):
             return True
-        if k == BtfKind.INT:
-            return lt.bits_offset == 0 and tt.bits_offset == 0  # type: ignore[attr-defined]
-        if k in (BtfKind.PTR, BtfKind.ARRAY):
-            lid, tid = lt.type_id, tt.type_id  # type: ignore[attr-defined]
+        # the core kinds are equal: lt's class is tt's
+        if isinstance(lt, Int) and isinstance(tt, Int):
+            return lt.bits_offset == 0 and tt.bits_offset == 0
+        if isinstance(lt, Ptr | Array) and isinstance(tt, Ptr | Array):
+            lid, tid = lt.type_id, tt.type_id
             continue
         if k == BtfKind.FUNC_PROTO:
             assert isinstance(lt, FuncProto) and isinstance(tt, FuncProto)
@@ -284,20 +286,20 @@ def types_match(lb: Btf, lid: int, tb: Btf, tid: int, behind_ptr: bool = False, 
             return tk == lk
         if lk == BtfKind.FWD:
             assert isinstance(lt, Fwd)
-            if tk == BtfKind.FWD:
-                return lt.is_union == tt.is_union  # type: ignore[attr-defined]
+            if isinstance(tt, Fwd):
+                return lt.is_union == tt.is_union
             if behind_ptr:
                 return (tk == BtfKind.STRUCT and not lt.is_union) or (tk == BtfKind.UNION and lt.is_union)
             return False
-        if lk in (BtfKind.ENUM, BtfKind.ENUM64):
-            if not isinstance(tt, Enum) or lt.size != tt.size or len(lt.values) > len(tt.values):  # type: ignore[attr-defined]
+        if isinstance(lt, Enum):  # ENUM and ENUM64
+            if not isinstance(tt, Enum) or lt.size != tt.size or len(lt.values) > len(tt.values):
                 return False
-            return all(any(_names_match(lv.name, tv.name) for tv in tt.values) for lv in lt.values)  # type: ignore[attr-defined]
+            return all(any(_names_match(lv.name, tv.name) for tv in tt.values) for lv in lt.values)
         if lk in (BtfKind.STRUCT, BtfKind.UNION):
             if behind_ptr:
                 if lk == tk:
                     return True
-                return tk == BtfKind.FWD and (lk == BtfKind.UNION) == tt.is_union  # type: ignore[attr-defined]
+                return isinstance(tt, Fwd) and (lk == BtfKind.UNION) == tt.is_union
             if lk != tk:
                 return False
             assert isinstance(lt, Composite) and isinstance(tt, Composite)
@@ -309,28 +311,28 @@ def types_match(lb: Btf, lid: int, tb: Btf, tid: int, behind_ptr: bool = False, 
                 ):
                     return False
             return True
-        if lk == BtfKind.INT:
-            if tk != lk:
+        if isinstance(lt, Int):
+            if not isinstance(tt, Int):
                 return False
-            return lt.size == tt.size and (lt.encoding & BtfIntEncoding.SIGNED) == (tt.encoding & BtfIntEncoding.SIGNED)  # type: ignore[attr-defined]
-        if lk == BtfKind.PTR:
-            if tk != lk:
+            return lt.size == tt.size and (lt.encoding & BtfIntEncoding.SIGNED) == (tt.encoding & BtfIntEncoding.SIGNED)
+        if isinstance(lt, Ptr):
+            if not isinstance(tt, Ptr):
                 return False
             behind_ptr = True
-            lid, tid = lt.type_id, tt.type_id  # type: ignore[attr-defined]
+            lid, tid = lt.type_id, tt.type_id
             continue
-        if lk == BtfKind.ARRAY:
-            if tk != lk or lt.nelems != tt.nelems:  # type: ignore[attr-defined]
+        if isinstance(lt, Array):
+            if not isinstance(tt, Array) or lt.nelems != tt.nelems:
                 return False
-            lid, tid = lt.type_id, tt.type_id  # type: ignore[attr-defined]
+            lid, tid = lt.type_id, tt.type_id
             continue
-        if lk == BtfKind.FUNC_PROTO:
-            if tk != lk or len(lt.params) != len(tt.params):  # type: ignore[attr-defined]
+        if isinstance(lt, FuncProto):
+            if not isinstance(tt, FuncProto) or len(lt.params) != len(tt.params):
                 return False
-            for lp, tp in zip(lt.params, tt.params, strict=True):  # type: ignore[attr-defined]
+            for lp, tp in zip(lt.params, tt.params, strict=True):
                 if not types_match(lb, lp.type_id, tb, tp.type_id, behind_ptr, level - 1):
                     return False
-            lid, tid = lt.return_type_id, tt.return_type_id  # type: ignore[attr-defined]
+            lid, tid = lt.return_type_id, tt.return_type_id
             continue
         return False
     raise CoreRelocationError("CO-RE type match nests too deeply")
@@ -477,7 +479,9 @@ def _calc_field(relo: CoreRelo, spec: CoreSpec | None) -> tuple[int, int, int, b
     bit_sz = m.bitfield_size if t.kind_flag else 0
     bitfield = bit_sz > 0
     if bitfield:
-        byte_sz = mt.size  # type: ignore[attr-defined]
+        if not isinstance(mt, Int | Enum):
+            raise CoreRelocationError(f"bitfield {m.name!r} is a {mt.kind.name.lower()}, not an integer or enum", relo)
+        byte_sz = mt.size
         byte_off = bit_off // 8 // byte_sz * byte_sz
         while bit_off + bit_sz - byte_off * 8 > byte_sz * 8:
             if byte_sz >= 8:
@@ -540,7 +544,8 @@ def _calc(relo: CoreRelo, local: CoreSpec, target: CoreSpec | None) -> CoreResul
                 return CoreResult(ov, 0, poison=True, validate=validate, relo=relo)
             fail = False
             if osz != nsz:
-                ot, nt = local.btf[otid], target.btf[ntid]  # type: ignore[union-attr]
+                assert target is not None  # only FIELD_EXISTS goes without a target, and it has no sizes
+                ot, nt = local.btf[otid], target.btf[ntid]
                 safe = (ot.kind == BtfKind.PTR and nt.kind == BtfKind.PTR) or (
                     isinstance(ot, Int) and isinstance(nt, Int) and ot.encoding != BtfIntEncoding.SIGNED and nt.encoding != BtfIntEncoding.SIGNED
                 )
@@ -573,7 +578,7 @@ def _essential_index(btf: Btf) -> dict[str, list[int]]:
         ess = essential_name(name)
         if ess != name:
             idx.setdefault(ess, []).extend([ids] if isinstance(ids, int) else ids)
-    btf._core_flavored = idx  # type: ignore[attr-defined]
+    btf._core_flavored = idx
     return idx
 
 

@@ -46,7 +46,7 @@ class FuncSignature:
     :ivar name: function name.
     :ivar func_id: id of the ``FUNC`` type (0 for a bare prototype).
     :ivar proto_id: id of the ``FUNC_PROTO`` type.
-    :ivar linkage: static/global/extern.
+    :ivar linkage: static/global/extern (the raw number when BTF holds another value).
     :ivar args: the arguments (the ``...`` marker excluded).
     :ivar return_type: the return type (``Void`` for void).
     :ivar return_size: byte size of the return value (0 for void).
@@ -56,7 +56,7 @@ class FuncSignature:
     name: str
     func_id: int
     proto_id: int
-    linkage: FuncLinkage
+    linkage: FuncLinkage | int
     args: tuple[ArgInfo, ...]
     return_type: Type
     return_size: int
@@ -91,8 +91,10 @@ class FuncSignature:
     def returns_struct(self) -> bool:
         """True when the return value is a struct/union by value."""
         rt = self.return_type
-        assert rt.btf is not None or rt.id == 0
-        return rt.id != 0 and isinstance(resolve(rt.btf, rt), Composite)  # type: ignore[arg-type]
+        if rt.id == 0:
+            return False
+        assert rt.btf is not None
+        return isinstance(resolve(rt.btf, rt), Composite)
 
 
 def _size(btf: Btf, t: Type) -> int:
@@ -119,7 +121,7 @@ def prototype(btf: Btf, proto: FuncProto, name: str = "", func_id: int = 0, link
         name,
         func_id,
         proto.id,
-        FuncLinkage(linkage) if 0 <= linkage <= 2 else linkage,  # type: ignore[arg-type]
+        FuncLinkage(linkage) if 0 <= linkage <= 2 else linkage,
         tuple(args),
         rt,
         _size(btf, rt) if proto.return_type_id else 0,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError, ParseError
 from ..uapi import BtfKind
-from .types import Array, Composite, Int, Type
+from .types import Array, Composite, Datasec, Enum, Float, Int, Ptr, Type, Var, _Ref
 
 if TYPE_CHECKING:
     from .model import Btf
@@ -67,9 +67,9 @@ def resolve(btf: Btf, t: Type, skip: frozenset[BtfKind] = _SKIP) -> Type:
     :raises ParseError: a reference loop.
     """
     for _ in range(MAX_RESOLVE_DEPTH):
-        if t.kind not in skip:
+        if t.kind not in skip or not isinstance(t, _Ref):  # the kinds skipped are reference kinds
             return t
-        t = btf[t.type_id]  # type: ignore[attr-defined]
+        t = btf[t.type_id]
     raise ParseError(f"type [{t.id}] is part of a reference loop (more than {MAX_RESOLVE_DEPTH} typedefs/qualifiers)", None, btf.source)
 
 
@@ -90,16 +90,16 @@ def sizeof(btf: Btf, t: Type) -> int:
     mult = 1
     for _ in range(MAX_RESOLVE_DEPTH):
         k = t.kind
-        if k in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.STRUCT, BtfKind.UNION, BtfKind.FLOAT, BtfKind.DATASEC):
-            return mult * t.size  # type: ignore[attr-defined]
-        if k == BtfKind.PTR:
+        if isinstance(t, Int | Enum | Composite | Float | Datasec):  # Enum: also ENUM64; Composite: STRUCT, UNION
+            return mult * t.size
+        if isinstance(t, Ptr):
             return mult * PTR_SIZE
-        if k == BtfKind.ARRAY:
-            mult *= t.nelems  # type: ignore[attr-defined]
-            t = btf[t.type_id]  # type: ignore[attr-defined]
+        if isinstance(t, Array):
+            mult *= t.nelems
+            t = btf[t.type_id]
             continue
-        if k in _SKIP or k == BtfKind.VAR:
-            t = btf[t.type_id]  # type: ignore[attr-defined]
+        if isinstance(t, _Ref) and (k in _SKIP or isinstance(t, Var)):
+            t = btf[t.type_id]
             continue
         raise TypeKindError(f"{_describe(t)} has no size (it is a {k.name.lower()}); use a sized type")
     raise ParseError(f"type [{t.id}] is part of a reference loop", None, btf.source)
@@ -119,12 +119,12 @@ def alignof(btf: Btf, t: Type, _depth: int = 0) -> int:
         raise ParseError(f"type [{t.id}] is part of a reference loop", None, btf.source)
     t = resolve(btf, t)
     k = t.kind
-    if k in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.FLOAT):
-        return max(1, min(t.size, PTR_SIZE))  # type: ignore[attr-defined]
-    if k == BtfKind.PTR:
+    if isinstance(t, Int | Enum | Float):  # Enum: also ENUM64
+        return max(1, min(t.size, PTR_SIZE))
+    if isinstance(t, Ptr):
         return PTR_SIZE
-    if k == BtfKind.ARRAY:
-        return alignof(btf, btf[t.type_id], _depth + 1)  # type: ignore[attr-defined]
+    if isinstance(t, Array):
+        return alignof(btf, btf[t.type_id], _depth + 1)
     if isinstance(t, Composite):
         best = 1
         for m in t.members:

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from ..errors import NotFoundError, ParseError
 from ..uapi import BtfKind
 from .types import (
-    KIND_CLASSES,
     Array,
     Composite,
+    Const,
     Datasec,
     DeclTag,
     Enum,
@@ -34,11 +34,18 @@ from .types import (
     Int,
     Member,
     Param,
+    Ptr,
+    Restrict,
+    Struct,
     Type,
+    Typedef,
     TypeTag,
+    Union,
     Var,
     VarSecinfo,
     Void,
+    Volatile,
+    _Ref,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +68,8 @@ _NATIVE_LITTLE = sys.byteorder == "little"
 TypeRef = Type | int | str
 
 _KIND_NAMES = {k.name.lower(): k for k in BtfKind}
+#: the one-reference kinds _materialize builds without their __init__ (what KIND_CLASSES says for them)
+_REF_CLASSES: dict[int, type[_Ref]] = {2: Ptr, 8: Typedef, 9: Volatile, 10: Const, 11: Restrict}
 _C_PREFIX = {"struct": BtfKind.STRUCT, "union": BtfKind.UNION, "enum": BtfKind.ENUM}
 
 
@@ -86,6 +95,10 @@ class Btf:
     :ivar source: where it came from (a path or description), for messages.
     :ivar byteorder: ``"little"`` or ``"big"``, the parsed blob's byte order.
     """
+
+    #: the CO-RE candidate index of :mod:`bpfmux.btf.core` (essential name → ids), cached on first use and
+    #: dropped when types are added or replaced; absent until then
+    _core_flavored: dict[str, list[int]]
 
     def __init__(self, base: Btf | None = None, source: str | None = None) -> None:
         """An empty BTF (just ``void``, or continuing ``base``) to add types to."""
@@ -332,13 +345,15 @@ class Btf:
             enc = w[o + 3]
             t = Int(name, size_type, (enc >> 24) & 0x0F, enc & 0xFF, (enc >> 16) & 0xFF)
         elif kind in (2, 8, 9, 10, 11):  # PTR TYPEDEF VOLATILE CONST RESTRICT
-            t = KIND_CLASSES[BtfKind(kind)].__new__(KIND_CLASSES[BtfKind(kind)])
-            Type.__init__(t, name)
-            t.type_id = ref(size_type, type_id, "referenced")  # type: ignore[attr-defined]
+            rcls = _REF_CLASSES[kind]
+            r = rcls.__new__(rcls)
+            Type.__init__(r, name)
+            r.type_id = ref(size_type, type_id, "referenced")
+            t = r
         elif kind == 3:  # ARRAY
             t = Array(ref(w[o + 3], type_id, "element"), ref(w[o + 4], type_id, "index"), w[o + 5])
         elif kind in (4, 5):  # STRUCT UNION
-            cls = KIND_CLASSES[BtfKind(kind)]
+            cls = Struct if kind == 4 else Union
             members = []
             for j in range(o + 3, o + 3 + 3 * vlen, 3):
                 off = w[j + 2]
@@ -346,7 +361,7 @@ class Btf:
                 if kflag:
                     bf, off = off >> 24, off & 0xFFFFFF
                 members.append(Member(s(w[j]) if w[j] else "", ref(w[j + 1], type_id, "member"), off, bf, self))
-            t = cls(name, size_type, members, kflag)  # type: ignore[call-arg]
+            t = cls(name, size_type, members, kflag)
         elif kind == 6:  # ENUM
             vals = []
             for j in range(o + 3, o + 3 + 2 * vlen, 2):
@@ -427,7 +442,7 @@ class Btf:
                 cur = idx.get(key)
                 if cur is None:
                     idx[key] = tid
-                elif type(cur) is int:
+                elif isinstance(cur, int):
                     idx[key] = [cur, tid]
                 else:
                     cur.append(tid)
@@ -435,8 +450,10 @@ class Btf:
             no = words[o]
             if not no:
                 continue
-            key = cache.get(no)
-            if key is None:
+            seen = cache.get(no)
+            if seen is not None:
+                key = seen
+            else:
                 rel = no - start
                 if rel >= 0:
                     if rel >= len(strs):
@@ -449,7 +466,7 @@ class Btf:
             cur = idx.get(key)
             if cur is None:
                 idx[key] = tid
-            elif type(cur) is int:
+            elif isinstance(cur, int):
                 idx[key] = [cur, tid]
             else:
                 cur.append(tid)
@@ -460,7 +477,7 @@ class Btf:
                 cur = idx.get(key)
                 if cur is None:
                     idx[key] = t.id
-                elif type(cur) is int:
+                elif isinstance(cur, int):
                     idx[key] = [cur, t.id]
                 else:
                     cur.append(t.id)
@@ -487,7 +504,7 @@ class Btf:
         hit = self._name_index().get(name.encode("utf-8", "surrogateescape"))
         if hit is None:
             return ids
-        own = [hit] if type(hit) is int else list(hit)  # type: ignore[list-item, arg-type]
+        own = [hit] if isinstance(hit, int) else list(hit)
         if k is not None:
             own = [i for i in own if self.kind_of(i) == k or (k == BtfKind.ENUM and self.kind_of(i) == BtfKind.ENUM64)]
         return ids + own
@@ -551,7 +568,7 @@ class Btf:
             cur = self._names.get(key)
             if cur is None:
                 self._names[key] = t.id
-            elif type(cur) is int:
+            elif isinstance(cur, int):
                 self._names[key] = [cur, t.id]
             else:
                 cur.append(t.id)

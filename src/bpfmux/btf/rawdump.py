@@ -19,6 +19,7 @@ from .types import (
     Int,
     Type,
     Var,
+    _Ref,
 )
 
 if TYPE_CHECKING:
@@ -72,10 +73,10 @@ def format_type(btf: Btf, t: Type) -> str:
         return f"{head} type_id={t.type_id}, linkage={_LINKAGE.get(int(t.linkage), '(unknown)')}"
     if isinstance(t, Datasec):
         lines = [f"{head} size={t.size} vlen={len(t.vars)}"]
-        for v in t.vars:
-            line = f"\ttype_id={v.type_id} offset={v.offset} size={v.size}"
-            if v.type_id < len(btf):
-                vt = btf[v.type_id]
+        for vs in t.vars:
+            line = f"\ttype_id={vs.type_id} offset={vs.offset} size={vs.size}"
+            if vs.type_id < len(btf):
+                vt = btf[vs.type_id]
                 line += f" ({vt.kind.name} '{_n(vt.name)}')"
             lines.append(line)
         return "\n".join(lines)
@@ -83,8 +84,8 @@ def format_type(btf: Btf, t: Type) -> str:
         return f"{head} size={t.size}"
     if isinstance(t, DeclTag):
         return f"{head} type_id={t.type_id} component_idx={t.component_idx}"
-    # PTR, TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG
-    return f"{head} type_id={t.type_id}"  # type: ignore[attr-defined]
+    assert isinstance(t, _Ref)  # what is left: PTR, TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG
+    return f"{head} type_id={t.type_id}"
 
 
 def raw_lines(btf: Btf) -> Iterator[str]:

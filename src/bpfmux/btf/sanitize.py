@@ -197,8 +197,8 @@ def sanitize(btf: Btf, features: KernelFeatures = KernelFeatures()) -> Btf:
             new = Struct("", t.size, [], 0)
         elif not f.type_tag and isinstance(t, TypeTag):
             new = Const(t.type_id)
-        elif not f.enum64 and t.kind == BtfKind.ENUM:
-            t.signed = False  # type: ignore[attr-defined]
+        elif not f.enum64 and isinstance(t, Enum) and t.kind == BtfKind.ENUM:  # not an Enum64
+            t.signed = False
         elif not f.enum64 and t.kind == BtfKind.ENUM64:
             if not placeholder:
                 placeholder = out.add(Int("enum64_placeholder", 1, 0))

@@ -91,7 +91,7 @@ class Type:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((type(self), self.name))
@@ -323,7 +323,7 @@ class Member:
             other.bitfield_size,
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: mutable and equal by value
 
 
 class Composite(Type):
@@ -396,7 +396,7 @@ class EnumValue:
             return NotImplemented
         return (self.name, self.value) == (other.name, other.value)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: mutable and equal by value
 
 
 class Enum(Type):
@@ -519,7 +519,7 @@ class Param:
             return NotImplemented
         return (self.name, self.type_id) == (other.name, other.type_id)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: mutable and equal by value
 
 
 class FuncProto(Type):
@@ -605,7 +605,7 @@ class VarSecinfo:
             return NotImplemented
         return (self.type_id, self.offset, self.size) == (other.type_id, other.offset, other.size)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: mutable and equal by value
 
 
 class Datasec(Type):

@@ -17,6 +17,7 @@ from ..uapi import BtfKind
 from .types import (
     Array,
     Composite,
+    Const,
     Datasec,
     DeclTag,
     Enum,
@@ -25,9 +26,13 @@ from .types import (
     FuncProto,
     Fwd,
     Int,
+    Ptr,
+    Restrict,
     Type,
+    Typedef,
     TypeTag,
     Var,
+    Volatile,
 )
 
 if TYPE_CHECKING:
@@ -157,16 +162,16 @@ def encode_type(t: Type, add: StringTable, out: array) -> None:
         out.extend((name, _info(k), u(t.type_id, "type", t), u(int(t.linkage), "linkage", t)))
     elif isinstance(t, Datasec):
         out.extend((name, _info(k, _vlen(len(t.vars), t)), u(t.size, "size", t)))
-        for v in t.vars:
-            out.extend((u(v.type_id, "var type", t), u(v.offset, "var offset", t), u(v.size, "var size", t)))
+        for vs in t.vars:
+            out.extend((u(vs.type_id, "var type", t), u(vs.offset, "var offset", t), u(vs.size, "var size", t)))
     elif isinstance(t, Float):
         out.extend((name, _info(k), u(t.size, "size", t)))
     elif isinstance(t, DeclTag):
         out.extend((name, _info(k, 0, t.kind_flag), u(t.type_id, "type", t), t.component_idx & 0xFFFFFFFF))
     elif isinstance(t, TypeTag):
         out.extend((name, _info(k, 0, t.kind_flag), u(t.type_id, "type", t)))
-    elif k in (BtfKind.PTR, BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT):
-        out.extend((name, _info(k), u(t.type_id, "type", t)))  # type: ignore[attr-defined]
+    elif isinstance(t, Ptr | Typedef | Volatile | Const | Restrict):
+        out.extend((name, _info(k), u(t.type_id, "type", t)))
     else:
         raise ParseError(f"cannot encode {t!r}: kind {k.name} has no record")
 

@@ -123,8 +123,9 @@ def run_guarded(impl: Callable[[Any], int | None], args: Any) -> int:
             import traceback
 
             traceback.print_exc()
-            if getattr(e, "log", ""):
-                print(e.log, file=sys.stderr)
+            log = getattr(e, "log", "")  # a verifier rejection's log
+            if log:
+                print(log, file=sys.stderr)
         print(error_line(e, getattr(args, "help_prog", None)), file=sys.stderr)
         _settle_stdout()
         return EXIT_USAGE if isinstance(e, UsageError) else EXIT_FAILURE

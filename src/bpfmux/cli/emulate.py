@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             "object": args.object,
             "policy": args.policy,
             "events": ran,
-            "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},
+            "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
             "skipped": skipped,
             "maps": {} if args.no_dump else {n: _dump(m) for n, m in coll.maps.items()},
             "trace_log": list(getattr(emu.vm, "trace_log", [])),

@@ -79,14 +79,14 @@ def _run(args: argparse.Namespace) -> int:
 
     out = console()
     for group, rows in table.items():
-        t = Table(title=group.replace("_", " "), title_justify="left", show_lines=False)
-        t.add_column("name", style="bold")
-        t.add_column("supported")
-        t.add_column("probe" if group != "helpers" else "count")
-        t.add_column("detail", overflow="fold")
+        tbl = Table(title=group.replace("_", " "), title_justify="left", show_lines=False)
+        tbl.add_column("name", style="bold")
+        tbl.add_column("supported")
+        tbl.add_column("probe" if group != "helpers" else "count")
+        tbl.add_column("detail", overflow="fold")
         for name, row in rows.items():
             ok = "[green]yes[/green]" if row["supported"] else "[red]no[/red]"
             third = row["method"] if group != "helpers" else str(row.get("count", ""))
-            t.add_row(name, ok, third, row["detail"])
-        out.print(t)
+            tbl.add_row(name, ok, third, row["detail"])
+        out.print(tbl)
     return 0

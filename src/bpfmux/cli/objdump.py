@@ -79,7 +79,7 @@ def format_object(spec: ObjectSpec, out: TextIO, *, programs: list[str] | None =
         _program(p, w, source)
 
 
-def _flags(flags: object) -> str:
+def _flags(flags: int) -> str:
     names = getattr(flags, "name", None)
     return names.lower().replace("|", ",") if names else hex(int(flags))
 
@@ -95,7 +95,7 @@ def _prog_flags(p: ProgramSpec) -> str:
         if v == ProgFlags.MULTI_FUNC and p.prog_type != ProgType.XDP:
             names.append("multi_func")  # the seed's bit 5; XDP_HAS_FRAGS only for XDP
         else:
-            names.append(ProgFlags(v).name.lower() if v in ProgFlags._value2member_map_ else hex(v))
+            names.append((ProgFlags(v).name or hex(v)).lower() if v in ProgFlags._value2member_map_ else hex(v))
     return ",".join(names)
 
 

@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.verbose:
                     print(f"bpfmux: {name} ({prog.section}) attached: {link!r}", file=sys.stderr)
             for mname, m in coll.maps.items():
-                t = int(m.info().type)
+                t = int(m.info().type)  # type: ignore[attr-defined]  # a LiveKernel collection: its maps are LiveMaps
                 if t in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY):
                     readers.append(_reader(args, spec, mname, m, t))
         except BaseException:

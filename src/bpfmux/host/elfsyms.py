@@ -465,8 +465,8 @@ def _parse_elf(
             tables.append((".dynsym" if typ == _SHT_DYNSYM else ".symtab", i))
         elif typ != _SHT_NOBITS and sec_name(i) == ".gnu_debuglink":
             raw = body(i)
-            e = raw.find(b"\0")
-            debuglink = raw[: e if e >= 0 else len(raw)].decode("utf-8", "replace") or None
+            nul = raw.find(b"\0")
+            debuglink = raw[: nul if nul >= 0 else len(raw)].decode("utf-8", "replace") or None
     out: list[_Table] = []
     symsize = (_SYM64 if is64 else _SYM32).size
     for table, i in sorted(tables, key=lambda t: t[0] != ".dynsym"):

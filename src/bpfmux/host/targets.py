@@ -132,8 +132,8 @@ def resolve_kernel_functions(targets: Sequence[str], cookies: Sequence[int] | No
                 continue
             seen.add(n)
             names.append(n)
-            if cks is not None:
-                cks.append(cookies[i])  # type: ignore[index]
+            if cks is not None and cookies is not None:
+                cks.append(cookies[i])
     return names, cks
 
 
@@ -169,8 +169,8 @@ def resolve_uprobe_targets(targets: Sequence[str], cookies: Sequence[int] | None
             else:
                 found = [(t.symbol, elf.offset(t.symbol) + t.offset)]
         funcs.extend(found)
-        if cks is not None:
-            cks.extend([cookies[i]] * len(found))  # type: ignore[index]
+        if cks is not None and cookies is not None:
+            cks.extend([cookies[i]] * len(found))
     return groups
 
 

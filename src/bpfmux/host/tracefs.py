@@ -132,7 +132,7 @@ def list_tracepoints(pattern: str = "*:*") -> list[tuple[str, str]]:
         cats = set(match(cpat, sorted({c for c, _ in events})))
         return [(c, n) for c, n in events if c in cats and match(npat, [n])]
     full = match(pattern, [f"{c}:{n}" for c, n in events])
-    return [tuple(x.split(":", 1)) for x in full]  # type: ignore[misc]
+    return [(c, n) for c, _, n in (x.partition(":") for x in full)]
 
 
 def tracepoint_ids(pattern: str) -> dict[str, int]:

@@ -78,9 +78,9 @@ MAX_REG = 10
 
 #: Read-modify-write atomic operations (``imm`` of ``STX | ATOMIC``), with
 #: their conformance-syntax names. ``| FETCH`` may be added to the first four.
-ATOMIC_RMW_OPS = {Atomic.ADD: "add", Atomic.OR: "or", Atomic.AND: "and", Atomic.XOR: "xor"}
+ATOMIC_RMW_OPS: dict[int, str] = {Atomic.ADD: "add", Atomic.OR: "or", Atomic.AND: "and", Atomic.XOR: "xor"}
 
-_ALU_NAMES = {
+_ALU_NAMES: dict[int, str] = {
     Alu.ADD: "add",
     Alu.SUB: "sub",
     Alu.MUL: "mul",
@@ -96,7 +96,7 @@ _ALU_NAMES = {
     Alu.ARSH: "arsh",
     Alu.END: "end",
 }
-_JMP_NAMES = {
+_JMP_NAMES: dict[int, str] = {
     Jmp.JA: "ja",
     Jmp.JEQ: "jeq",
     Jmp.JGT: "jgt",
@@ -376,7 +376,7 @@ def mnemonic(insn: Insn) -> str:
     unknown = f"op {op:#04x}"
     if cls in (Class.ALU, Class.ALU64):
         aop = op & 0xF0
-        name = _ALU_NAMES.get(aop)  # type: ignore[call-overload]
+        name = _ALU_NAMES.get(aop)
         if name is None:
             return unknown
         wide = cls == Class.ALU64
@@ -394,7 +394,7 @@ def mnemonic(insn: Insn) -> str:
         return name if wide else name + "32"
     if cls in (Class.JMP, Class.JMP32):
         jop = op & 0xF0
-        name = _JMP_NAMES.get(jop)  # type: ignore[call-overload]
+        name = _JMP_NAMES.get(jop)
         if name is None:
             return unknown
         if op == CALLX:
@@ -431,7 +431,7 @@ def mnemonic(insn: Insn) -> str:
         return "lock xchg" + suffix
     if insn.imm == Atomic.CMPXCHG:
         return "lock cmpxchg" + suffix
-    base = ATOMIC_RMW_OPS.get(insn.imm & ~Atomic.FETCH)  # type: ignore[call-overload]
+    base = ATOMIC_RMW_OPS.get(insn.imm & ~Atomic.FETCH)
     if base is None:
         return "lock ?"
     return ("lock fetch " if insn.imm & Atomic.FETCH else "lock ") + base + suffix

@@ -306,7 +306,7 @@ class _Assembler:
         if base in ("xchg", "cmpxchg"):
             if fetch:
                 raise line.error(f"Invalid atomic operation: {base} always fetches, drop 'fetch'")
-            imm = Atomic.XCHG if base == "xchg" else Atomic.CMPXCHG
+            imm: int = Atomic.XCHG if base == "xchg" else Atomic.CMPXCHG
         elif base in _ATOMIC_NAMES:
             imm = _ATOMIC_NAMES[base] | (Atomic.FETCH if fetch else 0)
         else:

@@ -163,7 +163,7 @@ def parse_case(text: str, name: str = "<case>", path: Path | None = None, negati
     error = None
     if "error" in sections:
         error = "\n".join(uncommented("error"))
-    extra = {k: (body(k) or "").strip() for k in ("c", "no register offset") if k in sections}
+    extra: dict[str, str] = {k: (body(k) or "").strip() for k in ("c", "no register offset") if k in sections}
     return ConformanceCase(
         name=name,
         path=path,

@@ -97,7 +97,7 @@ def encode(insns: list[Insn]) -> bytes:
     return b"".join(i.encode() for i in insns)
 
 
-def decode(data: bytes, source: str | None = None, *, strict: bool = False) -> list[Insn]:
+def decode(data: bytes | bytearray | memoryview, source: str | None = None, *, strict: bool = False) -> list[Insn]:
     """Decode raw instruction bytes into a list of :class:`Insn`.
 
     The second slot of an ``lddw`` must be all zero except its ``imm`` (as the

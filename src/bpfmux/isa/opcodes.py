@@ -27,7 +27,7 @@ class Size(enum.IntEnum):
     DW = 0x18
 
 
-SIZE_BYTES = {Size.W: 4, Size.H: 2, Size.B: 1, Size.DW: 8}
+SIZE_BYTES: dict[int, int] = {Size.W: 4, Size.H: 2, Size.B: 1, Size.DW: 8}
 
 
 class Mode(enum.IntEnum):

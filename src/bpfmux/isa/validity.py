@@ -101,9 +101,9 @@ def _family(insn: Insn) -> Family:
             return Family.NEG
         return Family.ALU64 if cls == Class.ALU64 else Family.ALU
     if cls in (Class.JMP, Class.JMP32):
-        return {Jmp.JA: Family.JA, Jmp.CALL: Family.CALL, Jmp.EXIT: Family.EXIT, Jmp.JCOND: Family.JCOND}.get(
-            op & 0xF0, Family.JMP  # type: ignore[call-overload]
-        )
+        special: dict[int, Family] = {Jmp.JA: Family.JA, Jmp.CALL: Family.CALL, Jmp.EXIT: Family.EXIT,
+                                      Jmp.JCOND: Family.JCOND}
+        return special.get(op & 0xF0, Family.JMP)
     if cls == Class.LD:
         return Family.LDDW if op == LDDW else Family.LD_LEGACY
     if cls == Class.LDX:

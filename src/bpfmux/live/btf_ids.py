@@ -38,7 +38,7 @@ class BtfIds:
         if self._ids is None:
             data = read_json(self._path) if self._path is not None else None
             ok = isinstance(data, dict) and all(isinstance(v, int) for v in data.values())
-            self._ids = dict(data) if ok else {}
+            self._ids = dict(data) if ok and isinstance(data, dict) else {}
         return self._ids
 
     def get(self, name: str, kind: str = "func") -> int:

@@ -212,7 +212,7 @@ class Features:
                                 attach_btf_id=btf_id, prog_flags=flags, log_level=1, log_size=1 << 16,
                                 retry_with_log=False, log_out=log)
         except BpfError as err:
-            return err.errno or _errno.EINVAL, (getattr(err, "log", "") or "".join(log))
+            return err.errno or _errno.EINVAL, (err.log or "".join(log))
         fd.close()
         return 0, ""
 
@@ -318,7 +318,7 @@ class Features:
 
     def helpers(self, prog_type: ProgType) -> list[HelperId]:
         """Every helper available to ``prog_type``."""
-        out = [h for h in HelperId if h != HelperId.unspec and self.helper(prog_type, h).supported]
+        out: list[HelperId] = [h for h in HelperId if h != HelperId.unspec and self.helper(prog_type, h).supported]
         self.save()
         return out
 
@@ -451,9 +451,9 @@ def _probe_link(f: Features, t: LinkType) -> Probe:
                           LinkType.SOCKMAP: AttachType.SK_SKB_VERDICT, LinkType.STRUCT_OPS: AttachType.STRUCT_OPS}.get(t)
                 if attach is None:
                     return Probe(False, "unknown link kind", "link")
-                p = f.attach_type(attach)
+                loads = f.attach_type(attach)
                 note = "attach type loads; link not created (it would change the machine's networking)"
-                return Probe(p.supported, note if p.supported else p.detail, "load")
+                return Probe(loads.supported, note if loads.supported else loads.detail, "load")
     except BpfError as err:
         stage = "the probe program's load was refused" if "loading program" in (err.strerror or "") else \
             "link creation was refused"

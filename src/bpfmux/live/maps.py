@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import api
 from ..codecs import Codec, IntCodec, RawCodec, U64ListCodec, codec_for
@@ -34,6 +34,11 @@ from ..errors import ENOTSUPP, BpfError, NotFoundError, NotSupportedError, Parse
 from ..host.cpus import possible_cpus
 from ..uapi import MapFlags, MapType, UpdateFlags
 from . import sys as _sys
+
+if TYPE_CHECKING:
+    from ..btf import Btf
+    from .perfbuf import PerfBuffer
+    from .ringbuf import RingBuffer
 
 _BATCH = 256
 
@@ -53,13 +58,13 @@ class LiveMap(api.Map):
     """
 
     def __init__(self, fd: _sys.Fd, info: _sys.MapInfo, *, name: str | None = None,
-                 key_codec: Codec | None = None, value_codec: Codec | None = None, btf: Any = None) -> None:
+                 key_codec: Codec | None = None, value_codec: Codec | None = None, btf: Btf | None = None) -> None:
         self.fd_obj = fd
         self.name = name if name is not None else info.name.decode(errors="replace")
         try:
             self.type = MapType(info.type)
         except ValueError:
-            self.type = info.type  # type: ignore[assignment]
+            self.type = info.type  # a type newer than bpfmux: the kernel's number
         self.id = info.id
         self.key_size = info.key_size
         self.value_size = info.value_size
@@ -257,7 +262,7 @@ class LiveMap(api.Map):
     def __len__(self) -> int:
         return len(self.raw_keys())
 
-    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]  # a snapshot list, not a view
         """A snapshot list of (key, value), read with batched lookups.
 
         :raises BpfError: the kernel's error.
@@ -265,14 +270,14 @@ class LiveMap(api.Map):
         kd = self.key_codec.decode
         return [(kd(k), self._decode_value(v)) for k, v in self.raw_items()]
 
-    def values(self) -> list[Any]:  # type: ignore[override]
+    def values(self) -> list[Any]:  # type: ignore[override]  # a snapshot list, not a view
         """A snapshot list of values (batched).
 
         :raises BpfError: the kernel's error.
         """
         return [self._decode_value(v) for _, v in self.raw_items()]
 
-    def keys(self) -> list[Any]:  # type: ignore[override]
+    def keys(self) -> list[Any]:  # type: ignore[override]  # a snapshot list, not a view
         """A snapshot list of keys (batched).
 
         :raises BpfError: the kernel's error.
@@ -371,6 +376,9 @@ class _PerCpu:
     value_size: int
     value_codec: Codec
 
+    if TYPE_CHECKING:
+        def __getitem__(self, key: Any) -> Any: ...  # the map class this is mixed into
+
     @property
     def ncpus(self) -> int:
         """Entries per value (possible CPUs)."""
@@ -406,7 +414,7 @@ class _PerCpu:
 
         :raises NotFoundError: absent key.
         """
-        return sum(self[key])  # type: ignore[index]
+        return sum(self[key])
 
 
 class PerCpuArrayMap(_PerCpu, ArrayMap):
@@ -599,7 +607,7 @@ class _NoElements(LiveMap):
 class RingBufMap(_NoElements):
     """``BPF_MAP_TYPE_RINGBUF``: events are read with :meth:`reader`."""
 
-    def reader(self, callback: Callable[[Any], Any] | None = None, **options: Any) -> Any:
+    def reader(self, callback: Callable[[Any], Any] | None = None, **options: Any) -> RingBuffer:
         """A :class:`~bpfmux.live.ringbuf.RingBuffer` over this map.
 
         :raises BpfError: mmap or epoll failed.
@@ -623,8 +631,8 @@ class PerfEventArrayMap(_NoElements):
         if not _sys.map_delete_elem(self.fd, self._k(key)):
             raise self._missing(key)
 
-    def reader(self, callback: Callable[[Any], Any] | None = None, **options: Any) -> Any:
-        """A :class:`~bpfmux.live.perfbuf.PerfBuffer` over this map.
+    def reader(self, callback: Callable[[int, Any], Any] | None = None, **options: Any) -> PerfBuffer:
+        """A :class:`~bpfmux.live.perfbuf.PerfBuffer` over this map (``callback(cpu, data)`` per sample).
 
         :raises BpfError: perf_event_open or mmap failed.
         """
@@ -645,7 +653,7 @@ class QueueMap(_NoElements):
         """
         _sys.map_update_elem(self.fd, None, self._v(value), int(flags))
 
-    def pop(self) -> Any:  # type: ignore[override]
+    def pop(self) -> Any:  # type: ignore[override]  # a queue pops its head: no key, no default
         """Remove and return the next value.
 
         :raises NotFoundError: empty.
@@ -743,7 +751,7 @@ class DataSecMap(ArrayMap):
     def __contains__(self, key: object) -> bool:
         return key in self.variables if not isinstance(key, int) else key == 0
 
-    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]  # a snapshot list, not a view
         """Every variable and its value (one read of the section).
 
         :raises BpfError: the kernel's error.
@@ -753,14 +761,14 @@ class DataSecMap(ArrayMap):
         raw = self.raw()
         return [(n, c.decode(raw[o:o + s])) for n, (o, s, c) in self.variables.items()]
 
-    def values(self) -> list[Any]:  # type: ignore[override]
+    def values(self) -> list[Any]:  # type: ignore[override]  # a snapshot list, not a view
         """Every variable's value.
 
         :raises BpfError: the kernel's error.
         """
         return [v for _, v in self.items()]
 
-    def keys(self) -> list[Any]:  # type: ignore[override]
+    def keys(self) -> list[Any]:  # type: ignore[override]  # a snapshot list, not a view
         """Variable names."""
         return list(iter(self))
 
@@ -783,7 +791,7 @@ MAP_CLASSES: dict[int, type[LiveMap]] = {
 }
 
 
-def wrap(fd: _sys.Fd, *, name: str | None = None, btf: Any = None, key_type_id: int = 0, value_type_id: int = 0,
+def wrap(fd: _sys.Fd, *, name: str | None = None, btf: Btf | None = None, key_type_id: int = 0, value_type_id: int = 0,
          cls: type[LiveMap] | None = None, **kw: Any) -> LiveMap:
     """Wrap an owned map fd in the class for its type; codecs from BTF when
     ``btf`` and the type ids are given.
@@ -801,7 +809,7 @@ def wrap(fd: _sys.Fd, *, name: str | None = None, btf: Any = None, key_type_id: 
 
 def create(map_type: MapType | int, key_size: int, value_size: int, max_entries: int, *, name: str = "",
            flags: int = 0, inner_map: LiveMap | _sys.Fd | None = None, btf_fd: _sys.Fd | None = None,
-           btf: Any = None, key_type_id: int = 0, value_type_id: int = 0, map_extra: int = 0,
+           btf: Btf | None = None, key_type_id: int = 0, value_type_id: int = 0, map_extra: int = 0,
            numa_node: int = 0) -> LiveMap:
     """Create a map and wrap it (see :func:`wrap`).
 

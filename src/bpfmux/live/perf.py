@@ -16,6 +16,7 @@ attached to a tracepoint/kprobe/uprobe event in run order), enable/disable.
 from __future__ import annotations
 
 import ctypes
+import enum
 import errno as _errno
 import os
 from functools import lru_cache
@@ -42,7 +43,7 @@ __all__ = [
 PERF_FLAG_FD_CLOEXEC = _sys.PERF_FLAG_FD_CLOEXEC
 
 # names accepted in PerfEventAttr-building helpers' ``flags``
-_FLAG_BITS = {f.name.lower(): int(f) for f in _sys.PerfFlag}
+_FLAG_BITS = {f.name.lower(): int(f) for f in _sys.PerfFlag if f.name is not None}  # iteration: named bits only
 
 
 def make_attr(
@@ -341,7 +342,7 @@ def open_hardware(
         raise
 
 
-def _enum_name(enum_cls: type, value: int) -> str:
+def _enum_name(enum_cls: type[enum.Enum], value: int) -> str:
     try:
         return enum_cls(value).name.lower()
     except ValueError:

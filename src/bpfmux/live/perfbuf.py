@@ -35,7 +35,7 @@ from ..errors import BpfError, NotSupportedError, ParseError
 from ..host.cpus import online_cpus
 from ..uapi import MapType, PerfSwId, PerfType
 from . import sys as _sys
-from .ringbuf import _decoder
+from .ringbuf import Codec, Decoder, HasFd, _decoder, _fd_of
 
 _PAGE = mmap.PAGESIZE
 _HEAD_OFF, _TAIL_OFF = 1024, 1032
@@ -81,12 +81,12 @@ class PerfBuffer:
     :raises ParseError: ``pages`` is not a power of two.
     """
 
-    def __init__(self, perf_map: Any, callback: Callable[[int, Any], Any] | None = None, *,
-                 lost_callback: Callable[[int, int], Any] | None = None, pages: int = 8, decode: Any = None,
-                 wakeup_events: int = 1) -> None:
+    def __init__(self, perf_map: HasFd | int, callback: Callable[[int, Any], Any] | None = None, *,
+                 lost_callback: Callable[[int, int], Any] | None = None, pages: int = 8,
+                 decode: struct.Struct | Codec | Decoder | None = None, wakeup_events: int = 1) -> None:
         if pages <= 0 or pages & (pages - 1):
             raise ParseError(f"pages must be a power of two, got {pages}")
-        fd = getattr(perf_map, "fd", perf_map)
+        fd = _fd_of(perf_map)
         info = _sys.map_info(fd)
         if info.type != MapType.PERF_EVENT_ARRAY:
             raise NotSupportedError("perfbuf reader", f"map {info.name.decode()!r} is not a perf event array")

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import api
 from ..errors import BpfError
 from ..isa.insn import Insn, encode
 from ..uapi import AttachType, ProgFlags, ProgType
 from . import sys as _sys
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..attach import Linker
+    from ..obj.spec import ProgramSpec
 
 
 class LiveProgram(api.Program):
@@ -35,7 +39,7 @@ class LiveProgram(api.Program):
 
     def __init__(self, fd: _sys.Fd | int, *, name: str, prog_type: ProgType | int, section: str = "",
                  attach_type: AttachType | int | None = None, attach_target: str | None = None,
-                 flags: ProgFlags | int = 0, spec: Any = None, log: str = "") -> None:
+                 flags: ProgFlags | int = 0, spec: ProgramSpec | None = None, log: str = "") -> None:
         self.fd_obj = fd
         self.name = name
         self.section = section
@@ -126,7 +130,7 @@ class LiveProgram(api.Program):
                                  ctx_size_out=ctx_size_out, repeat=0 if no_ctx_out else repeat, flags=flags, cpu=cpu)
         return api.TestRunResult(res.retval, res.duration_ns, res.data_out, res.ctx_out)
 
-    def _linker(self) -> Any:
+    def _linker(self) -> Linker:
         from .links import LINKER
 
         return LINKER
@@ -151,7 +155,7 @@ def load_insns(insns: Sequence[Insn] | bytes, prog_type: ProgType | int, *, name
                attach_btf_id: int = 0, attach_btf_obj_fd: _sys.Fd | int | None = None,
                btf_fd: _sys.Fd | None = None, func_info: bytes = b"", line_info: bytes = b"",
                kern_version: int = 0, log_level: int = 0, section: str = "", attach_target: str | None = None,
-               spec: Any = None) -> LiveProgram:
+               spec: ProgramSpec | None = None) -> LiveProgram:
     """Load a program from raw instructions.
 
     :raises VerifierError: rejected (the message shows the verifier's last

@@ -35,11 +35,14 @@ import select
 import struct
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import BpfError, NotSupportedError, ParseError
 from ..uapi import MapType
 from . import sys as _sys
+
+if TYPE_CHECKING:
+    import numpy
 
 _BUSY = 1 << 31
 _DISCARD = 1 << 30
@@ -47,6 +50,28 @@ _LEN_MASK = ~(_BUSY | _DISCARD) & 0xFFFFFFFF
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _PAGE = mmap.PAGESIZE
+
+#: turns one record into an event (a ring buffer passes a view into the mapping, valid during the call; a perf
+#: buffer passes bytes)
+Decoder = Callable[[bytes | memoryview], Any]
+
+
+class HasFd(Protocol):
+    """A map object (:class:`~bpfmux.api.Map`) or an :class:`~bpfmux.live.sys.Fd`: its ``fd`` is the number."""
+
+    @property
+    def fd(self) -> int: ...
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """What ``decode=`` takes besides a :class:`struct.Struct` or a callable: an object with ``decode(data)``."""
+
+    def decode(self, data: bytes | memoryview, /) -> Any: ...
+
+
+def _fd_of(obj: HasFd | int) -> int:
+    return obj if isinstance(obj, int) else obj.fd
 
 
 class RingBuffer:
@@ -62,9 +87,10 @@ class RingBuffer:
     :raises NotSupportedError: the map is not a ring buffer.
     """
 
-    def __init__(self, ringbuf: Any, callback: Callable[[Any], Any] | None = None, *, decode: Any = None,
-                 dtype: Any = None, batch_callback: Callable[[Any], Any] | None = None) -> None:
-        fd = getattr(ringbuf, "fd", ringbuf)
+    def __init__(self, ringbuf: HasFd | int, callback: Callable[[Any], Any] | None = None, *,
+                 decode: struct.Struct | Codec | Decoder | None = None, dtype: Any = None,
+                 batch_callback: Callable[[numpy.ndarray[Any, Any]], Any] | None = None) -> None:
+        fd = _fd_of(ringbuf)
         info = _sys.map_info(fd)
         if info.type != MapType.RINGBUF:
             raise NotSupportedError("ringbuf reader", f"map {info.name.decode()!r} is not a ring buffer "
@@ -76,7 +102,7 @@ class RingBuffer:
         self.callback = callback
         self._decode = _decoder(decode)
         self.batch_callback = batch_callback
-        self._dtype = None
+        self._dtype: numpy.dtype[Any] | None = None
         self._np = None
         if dtype is not None:
             import numpy as np
@@ -128,7 +154,7 @@ class RingBuffer:
         self._ep.close()
         self._data.release()
         maps = (self._prod, self._cons)
-        self._prod = self._cons = None  # type: ignore[assignment]
+        del self._prod, self._cons  # no use after close; a record view still held keeps its mapping alone
         for mm in maps:
             try:
                 mm.close()
@@ -160,7 +186,8 @@ class RingBuffer:
         """
         if self._closed:
             raise BpfError(_errno.EBADF, "ring buffer reader is closed")
-        return _U64.unpack_from(self._cons, 0)[0]
+        pos: int = _U64.unpack_from(self._cons, 0)[0]
+        return pos
 
     @property
     def producer_pos(self) -> int:
@@ -170,7 +197,8 @@ class RingBuffer:
         """
         if self._closed:
             raise BpfError(_errno.EBADF, "ring buffer reader is closed")
-        return _U64.unpack_from(self._prod, 0)[0]
+        pos: int = _U64.unpack_from(self._prod, 0)[0]
+        return pos
 
     def available(self) -> int:
         """Bytes produced but not consumed yet.
@@ -205,8 +233,9 @@ class RingBuffer:
         cons = unpack64(cons_map, 0)[0]
         prod = unpack64(self._prod, 0)[0]
         n = 0
-        batching = self._np is not None and self.batch_callback is not None
-        batch_len = self._dtype.itemsize if batching else -1  # type: ignore[union-attr]
+        dtype = self._dtype  # set (with self._np) when batch decoding is possible
+        batching = dtype is not None and self.batch_callback is not None
+        batch_len = dtype.itemsize if dtype is not None and batching else -1
         try:
             while cons < prod:
                 if batching:
@@ -241,13 +270,14 @@ class RingBuffer:
 
     def _batch(self, cons: int, prod: int) -> tuple[int, int]:
         """Decode the run of same-size records at ``cons`` as one numpy array."""
-        np, rec = self._np, self._rec_size
-        want = self._dtype.itemsize  # type: ignore[union-attr]
+        np, dtype, callback, rec = self._np, self._dtype, self.batch_callback, self._rec_size
+        assert np is not None and dtype is not None and callback is not None  # _consume batches only then
+        want = dtype.itemsize
         off = cons & self._mask
         count = min((prod - cons) // rec, self.size // rec)
         if count <= 0:
             return 0, cons
-        arr = np.frombuffer(self._data, dtype=self._batch_dtype, count=count, offset=off)  # type: ignore[union-attr]
+        arr = np.frombuffer(self._data, dtype=self._batch_dtype, count=count, offset=off)
         good = arr["hdr"] == want  # not busy, not discarded, the expected length
         if not good[0]:
             del arr, good
@@ -259,7 +289,7 @@ class RingBuffer:
         del arr, good  # no view into the mapping may outlive this call (close() unmaps)
         cons += count * rec
         _U64.pack_into(self._cons, 0, cons)
-        self.batch_callback(events)  # type: ignore[misc]
+        callback(events)
         return count, cons
 
     def poll(self, timeout: float | None = None) -> int:
@@ -338,15 +368,13 @@ class RingBuffer:
         return self.consume()
 
 
-def _decoder(decode: Any) -> Callable[[Any], Any] | None:
+def _decoder(decode: object) -> Decoder | None:
     if decode is None:
         return None
     if isinstance(decode, struct.Struct):
         s = decode
         return lambda rec: s.unpack_from(rec)
-    if hasattr(decode, "decode") and not callable(decode):
-        return decode.decode
-    if hasattr(decode, "decode") and hasattr(decode, "size"):
+    if isinstance(decode, Codec) and (not callable(decode) or hasattr(decode, "size")):
         return decode.decode
     if callable(decode):
         return decode

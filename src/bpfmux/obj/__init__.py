@@ -61,22 +61,26 @@ section table plus the mainline tracing-multi and the seed's
 
 from __future__ import annotations
 
-from .elf import load_object
-from .sections import SectionInfo, match_section, parse_section
-from .spec import (
-    CoreRelo,
-    CoreReloKind,
-    Extern,
-    ExternKind,
-    FuncInfo,
-    LineInfo,
-    MapSpec,
-    ObjectSpec,
-    PinType,
-    ProgramSpec,
-    Relocation,
-    RelocKind,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .elf import load_object
+    from .sections import SectionInfo, match_section, parse_section
+    from .spec import (
+        CoreRelo,
+        CoreReloKind,
+        Extern,
+        ExternKind,
+        FuncInfo,
+        LineInfo,
+        MapSpec,
+        ObjectSpec,
+        PinType,
+        ProgramSpec,
+        Relocation,
+        RelocKind,
+    )
 
 __all__ = [
     "CoreRelo",
@@ -96,3 +100,15 @@ __all__ = [
     "match_section",
     "parse_section",
 ]
+
+#: name → the submodule that holds it (loaded on first use: pyelftools only when an object is read)
+_WHERE = {"load_object": "elf", "SectionInfo": "sections", "match_section": "sections", "parse_section": "sections"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name, "spec" if name in __all__ else None)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value

@@ -38,6 +38,9 @@ from .spec import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..btf import Btf, FieldInfo, Type, Var
     from ..btf.ext import BtfExt
 
 __all__ = ["load_object"]
@@ -89,6 +92,10 @@ class _Func:
     is_prog: bool
 
 
+#: a relocation of the linked code, by slot: (slot, kind, symbol, target, offset)
+_SlotReloc = tuple[int, RelocKind, str, str, int]
+
+
 @dataclass(slots=True)
 class _RawRel:
     sec: _Sec  # section relocated
@@ -120,7 +127,9 @@ def load_object(obj: str | os.PathLike[str] | bytes | bytearray | memoryview, na
     except NotFoundError as err:
         # a type id or string offset that points nowhere: the object is corrupt
         raise ParseError(f"malformed BPF object: {err}", None, source) from None
-    except BpfmuxError:
+    except BpfmuxError as err:
+        if isinstance(err, TypeError):  # btf's TypeKindError: corrupt BTF gave a type of the wrong kind (a void key)
+            raise ParseError(f"malformed BPF object: {err}", None, source) from None
         raise
     except (struct.error, IndexError, KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError,
             OverflowError, RecursionError, AssertionError) as err:
@@ -133,6 +142,7 @@ def _read_elf(data: bytes, source: str) -> tuple[list[_Sec], list[_Sym]]:
     from elftools.common.exceptions import ELFError, ELFParseError, ELFRelocationError
     from elftools.construct import ConstructError
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     try:
         elf = ELFFile(io.BytesIO(data))
@@ -143,7 +153,7 @@ def _read_elf(data: bytes, source: str) -> tuple[list[_Sec], list[_Sym]]:
         if elf["e_type"] != "ET_REL":
             raise ParseError(f"ELF type is {elf['e_type']}, expected a relocatable object (ET_REL)", 16, source)
         secs: list[_Sec] = []
-        symtab = None
+        symtab: SymbolTableSection | None = None
         for i, s in enumerate(elf.iter_sections()):
             h = s.header
             stype = _sht(h["sh_type"])
@@ -154,7 +164,7 @@ def _read_elf(data: bytes, source: str) -> tuple[list[_Sec], list[_Sym]]:
             else:
                 body = b""
             secs.append(_Sec(i, s.name, stype, h["sh_flags"], h["sh_size"], body, h["sh_info"], h["sh_link"]))
-            if stype == SHT_SYMTAB:
+            if stype == SHT_SYMTAB and isinstance(s, SymbolTableSection):
                 symtab = s
         syms: list[_Sym] = []
         if symtab is not None:
@@ -205,6 +215,7 @@ class _Loader:
         self.data = data
         self.name = name
         self.source = source
+        self.kconfig_size = 0  # set by _layout_kconfig when the object has kconfig externs
 
     def err(self, msg: str, offset: int | None = None) -> ParseError:
         return ParseError(msg, offset, self.source)
@@ -233,7 +244,7 @@ class _Loader:
 
     # -- BTF --------------------------------------------------------------
 
-    def _load_btf(self):
+    def _load_btf(self) -> Btf | None:
         sec = self.by_name.get(".BTF")
         if sec is None:
             return None
@@ -243,13 +254,15 @@ class _Loader:
         self._fixup_datasecs(btf)
         return btf
 
-    def _fixup_datasecs(self, btf) -> None:
-        syms_by_name = {}
+    def _fixup_datasecs(self, btf: Btf) -> None:
+        from ..btf.types import Datasec, Var
+
+        syms_by_name: dict[str, _Sym] = {}
         for s in self.syms:
             if s.type == STT_OBJECT and s.bind in (STB_GLOBAL, STB_WEAK):
                 syms_by_name.setdefault(s.name, s)
         for t in btf:
-            if t.kind != BtfKind.DATASEC or t.name in (".kconfig", ".ksyms"):
+            if not isinstance(t, Datasec) or t.name in (".kconfig", ".ksyms"):
                 continue
             fix_offsets = False
             if t.size == 0:
@@ -260,7 +273,7 @@ class _Loader:
                 fix_offsets = True
             for v in t.vars:
                 var = btf[v.type_id]
-                if var.kind != BtfKind.VAR:
+                if not isinstance(var, Var):
                     raise self.err(f"DATASEC {t.name!r} has a member of kind {var.kind.name}, expected VAR")
                 if var.linkage in (BtfVarLinkage.STATIC, BtfVarLinkage.GLOBAL_EXTERN):
                     continue
@@ -314,45 +327,51 @@ class _Loader:
         und = {s.name: s for s in self.syms if s.shndx == SHN_UNDEF and s.name and s.type != STT_SECTION}
         if not und:
             return {}
-        if self.btf is None:
+        btf = self.btf
+        if btf is None:
             raise self.err(f"extern {next(iter(und))!r} needs BTF to be resolved; compile with clang -g")
+        from ..btf.types import Datasec, Func, Var
+
         found: dict[str, tuple[str, int]] = {}
-        for t in self.btf:
-            if t.kind == BtfKind.DATASEC and t.name in (".kconfig", ".ksyms"):
+        for t in btf:
+            if isinstance(t, Datasec) and t.name in (".kconfig", ".ksyms"):
                 for v in t.vars:
-                    found[self.btf[v.type_id].name] = (t.name, v.type_id)
+                    found[btf[v.type_id].name] = (t.name, v.type_id)
         externs: dict[str, Extern] = {}
         for name, sym in und.items():
             if name not in found:
                 # an extern function declared without __ksym lands in no DATASEC
-                ids = self.btf.find_ids(name, BtfKind.FUNC)
+                ids = btf.find_ids(name, BtfKind.FUNC)
                 if not ids:
                     raise self.err(f"extern {name!r} has no BTF description; declare it __kconfig or __ksym")
                 found[name] = (".ksyms", ids[0])
             secname, tid = found[name]
-            t = self.btf[tid]
+            t = btf[tid]
             weak = sym.bind == STB_WEAK
-            if t.kind == BtfKind.FUNC:
+            if not isinstance(t, (Func, Var)):
+                raise self.err(f"extern {name!r} is described by a BTF {t.kind.name}, expected VAR or FUNC")
+            if isinstance(t, Func):
                 externs[name] = Extern(name, ExternKind.KFUNC, weak, btf_id=tid, type_id=t.type_id)
             elif secname == ".ksyms":
-                target = self.btf.resolve(t.type_id)
-                typed = target.kind != BtfKind.UNKN if hasattr(target, "kind") else True
+                typed = btf.resolve(t.type_id).kind != BtfKind.UNKN
                 externs[name] = Extern(name, ExternKind.KSYM, weak, btf_id=tid, type_id=t.type_id if typed else 0)
             else:
-                externs[name] = self._kconfig_extern(name, weak, tid, t)
+                externs[name] = self._kconfig_extern(btf, name, weak, tid, t)
         self._layout_kconfig(externs)
         return externs
 
-    def _kconfig_extern(self, name: str, weak: bool, tid: int, var) -> Extern:
+    def _kconfig_extern(self, btf: Btf, name: str, weak: bool, tid: int, var: Var) -> Extern:
+        from ..btf.types import Array, Int
+
         if not (name.startswith("CONFIG_") or name.startswith("LINUX_")):
             raise self.err(f"kconfig extern {name!r} must be named CONFIG_* or LINUX_*")
-        t = self.btf.resolve(var.type_id)
+        t = btf.resolve(var.type_id)
         k = t.kind
-        size = self.btf.sizeof(t)
-        align = self.btf.alignof(t)
+        size = btf.sizeof(t)
+        align = btf.alignof(t)
         signed = False
-        if k == BtfKind.INT:
-            enc = getattr(t, "encoding", 0)
+        if isinstance(t, Int):
+            enc = t.encoding
             if enc & 4:
                 ktype = "bool"
             elif enc & 2 and size == 1:
@@ -362,7 +381,7 @@ class _Loader:
                 signed = bool(enc & 1)
         elif k == BtfKind.ENUM and t.name == "libbpf_tristate":
             ktype = "tristate"
-        elif k == BtfKind.ARRAY and self.btf.resolve(t.type_id).kind == BtfKind.INT and self.btf.sizeof(t.type_id) == 1:
+        elif isinstance(t, Array) and btf.resolve(t.type_id).kind == BtfKind.INT and btf.sizeof(t.type_id) == 1:
             ktype = "char_array"
         else:
             raise self.err(f"kconfig extern {name!r} has unsupported type kind {k.name}")
@@ -385,45 +404,47 @@ class _Loader:
         # become global FUNCs and their DATASEC slots point to a dummy int VAR.
         if self.btf is None:
             return
-        from ..btf import Int, Var
+        from ..btf.types import Datasec, Func, FuncProto, Var
         from ..uapi import FuncLinkage
 
         btf = self.btf
         for t in list(btf):
-            if t.kind != BtfKind.DATASEC or t.name not in (".kconfig", ".ksyms"):
+            if not isinstance(t, Datasec) or t.name not in (".kconfig", ".ksyms"):
                 continue
             if t.name == ".kconfig":
                 for v in t.vars:
                     var = btf[v.type_id]
-                    e = externs.get(var.name)
-                    if e is not None:
-                        v.offset, v.size = e.offset, e.size
-                    if var.kind == BtfKind.VAR:
+                    ext = externs.get(var.name)
+                    if ext is not None:
+                        v.offset, v.size = ext.offset, ext.size
+                    if isinstance(var, Var):
                         var.linkage = BtfVarLinkage.GLOBAL_ALLOCATED
                 t.size = off
                 t.vars.sort(key=lambda v: v.offset)
                 continue
-            int_id = self._int_type_id(btf, Int)
+            int_id = self._int_type_id(btf)
             dummy = None
             for i, v in enumerate(t.vars):
                 var = btf[v.type_id]
-                if var.kind == BtfKind.FUNC:
+                if isinstance(var, Func):
                     if dummy is None:
                         dummy = btf.add(Var("dummy_ksym", int_id, BtfVarLinkage.GLOBAL_ALLOCATED))
                     proto = btf[var.type_id]
-                    for prm in getattr(proto, "params", ()):
+                    for prm in proto.params if isinstance(proto, FuncProto) else ():
                         if prm.type_id and not prm.name:
                             prm.name = "dummy_ksym"
                     var.linkage = FuncLinkage.GLOBAL
                     v.type_id = dummy
-                elif var.kind == BtfKind.VAR:
+                elif isinstance(var, Var):
                     var.linkage = BtfVarLinkage.GLOBAL_ALLOCATED
                     var.type_id = int_id
                 v.offset, v.size = i * 4, 4
             t.size = 4 * len(t.vars)
 
     @staticmethod
-    def _int_type_id(btf, Int) -> int:
+    def _int_type_id(btf: Btf) -> int:
+        from ..btf.types import Int
+
         for t in btf:
             if t.kind == BtfKind.INT and btf.sizeof(t) == 4:
                 return t.id
@@ -442,24 +463,29 @@ class _Loader:
         self._data_maps(spec)
 
     def _btf_maps(self, spec: ObjectSpec, sec: _Sec) -> None:
-        if self.btf is None:
+        btf = self.btf
+        if btf is None:
             raise self.err("the object has a .maps section but no BTF; compile with clang -g")
-        ds = [t for t in self.btf if t.kind == BtfKind.DATASEC and t.name == ".maps"]
+        from ..btf.types import Datasec, Var
+
+        ds = [t for t in btf if isinstance(t, Datasec) and t.name == ".maps"]
         if not ds:
             raise self.err("the object has a .maps section but no .maps DATASEC in its BTF")
         relocs = {r.slot * 8: r.sym for r in self.rels.get(sec.index, [])}
         for v in ds[0].vars:
-            var = self.btf[v.type_id]
-            if var.kind != BtfKind.VAR:
+            var = btf[v.type_id]
+            if not isinstance(var, Var):
                 raise self.err(f".maps DATASEC member {v.type_id} is a {var.kind.name}, expected VAR")
-            m = self._parse_map_def(var.name, var.type_id, v.offset, relocs, inner=False)
+            m = self._parse_map_def(btf, var.name, var.type_id, v.offset, relocs, inner=False)
             spec.maps[m.name] = m
             self.map_by_sym[(sec.index, v.offset)] = m.name
 
-    def _parse_map_def(self, name: str, type_id: int, var_off: int, relocs: dict, inner: bool) -> MapSpec:
-        btf = self.btf
+    def _parse_map_def(self, btf: Btf, name: str, type_id: int, var_off: int, relocs: dict[int, _Sym],
+                       inner: bool) -> MapSpec:
+        from ..btf.types import Array, Ptr, Struct
+
         t = btf.resolve(type_id)
-        if t.kind != BtfKind.STRUCT:
+        if not isinstance(t, Struct):
             raise self.err(f"map {name!r} is a {t.kind.name}, expected a struct (use __uint/__type in a struct)")
         m = MapSpec(name=name, type=MapType.UNSPEC, key_size=0, value_size=0, max_entries=0, section=".maps")
         for f in btf.fields(t):
@@ -467,10 +493,10 @@ class _Loader:
             ft = btf.resolve(f.type)
             if fname in ("type", "max_entries", "map_flags", "numa_node", "key_size", "value_size", "pinning",
                          "map_extra"):
-                if ft.kind != BtfKind.PTR:
+                if not isinstance(ft, Ptr):
                     raise self.err(f"map {name!r}: attribute {fname!r} must be declared with __uint()")
                 arr = btf.resolve(ft.type_id)
-                if arr.kind != BtfKind.ARRAY:
+                if not isinstance(arr, Array):
                     raise self.err(f"map {name!r}: attribute {fname!r} must be declared with __uint()")
                 val = arr.nelems
                 if fname == "type":
@@ -484,7 +510,7 @@ class _Loader:
                 else:
                     setattr(m, fname, val)
             elif fname in ("key", "value"):
-                if ft.kind != BtfKind.PTR:
+                if not isinstance(ft, Ptr):
                     raise self.err(f"map {name!r}: {fname!r} must be declared with __type()")
                 size = btf.sizeof(ft.type_id)
                 old = getattr(m, f"{fname}_size")
@@ -495,7 +521,7 @@ class _Loader:
             elif fname == "values":
                 if inner:
                     raise self.err(f"map {name!r}: an inner map cannot have 'values'")
-                self._parse_values(m, f, ft, var_off, relocs)
+                self._parse_values(btf, m, f, ft, var_off, relocs)
             else:
                 raise self.err(f"map {name!r} has unknown attribute {fname!r}")
         if m.type == MapType.UNSPEC:
@@ -503,18 +529,20 @@ class _Loader:
         m.kernel_name = _kernel_map_name(name)
         return m
 
-    def _parse_values(self, m: MapSpec, f, ft, var_off: int, relocs: dict) -> None:
-        btf = self.btf
-        if ft.kind != BtfKind.ARRAY:
+    def _parse_values(self, btf: Btf, m: MapSpec, f: FieldInfo, ft: Type, var_off: int,
+                      relocs: dict[int, _Sym]) -> None:
+        from ..btf.types import Array, Ptr
+
+        if not isinstance(ft, Array):
             raise self.err(f"map {m.name!r}: 'values' must be declared with __array()")
         elem = btf.resolve(ft.type_id)
-        if elem.kind != BtfKind.PTR:
+        if not isinstance(elem, Ptr):
             raise self.err(f"map {m.name!r}: 'values' must be an array of pointers")
         target = btf.resolve(elem.type_id)
         if m.type in (MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS):
             if target.kind != BtfKind.STRUCT:
                 raise self.err(f"map {m.name!r}: 'values' of a map-in-map must point to a map definition struct")
-            m.inner = self._parse_map_def(m.name + ".inner", elem.type_id, 0, {}, inner=True)
+            m.inner = self._parse_map_def(btf, m.name + ".inner", elem.type_id, 0, {}, inner=True)
             m.value_size = m.value_size or 4
         elif m.type == MapType.PROG_ARRAY:
             if target.kind != BtfKind.FUNC_PROTO:
@@ -565,14 +593,11 @@ class _Loader:
             m.value = sec.data if sec.type == SHT_PROGBITS else None
             self._data_btf(m, sec.name)
             spec.maps[sec.name] = m
-        if self.kconfig_size_or_zero():
+        if self.kconfig_size:
             m = MapSpec(".kconfig", MapType.ARRAY, 4, self.kconfig_size, 1, MapFlags.RDONLY_PROG,
                         kernel_name=_internal_map_name(self.name, ".kconfig"), section=".kconfig", frozen=True)
             self._data_btf(m, ".kconfig")
             spec.maps[".kconfig"] = m
-
-    def kconfig_size_or_zero(self) -> int:
-        return getattr(self, "kconfig_size", 0)
 
     def _data_btf(self, m: MapSpec, secname: str) -> None:
         if self.btf is None:
@@ -581,9 +606,12 @@ class _Loader:
         if not ids:
             return
         m.btf_value_type_id = ids[0]
-        ds = self.btf[ids[0]]
-        if any(self.btf[v.type_id].kind == BtfKind.VAR and self.btf[v.type_id].linkage != BtfVarLinkage.STATIC
-                            for v in ds.vars):
+        from ..btf.types import Datasec, Var
+
+        btf = self.btf
+        ds = btf[ids[0]]
+        assert isinstance(ds, Datasec)  # found by kind
+        if any(isinstance(var := btf[v.type_id], Var) and var.linkage != BtfVarLinkage.STATIC for v in ds.vars):
             m.flags |= MapFlags.MMAPABLE
 
     # -- programs ---------------------------------------------------------
@@ -629,7 +657,7 @@ class _Loader:
     def _link(self, main: _Func, spec: ObjectSpec) -> ProgramSpec:
         code = bytearray()
         placed: dict[str, int] = {}  # function name → slot base in the linked program
-        relocs: list[tuple[int, RelocKind, str, str, int]] = []  # slot-based
+        relocs: list[_SlotReloc] = []  # slot-based
         funcs_order: list[tuple[_Func, int]] = []
 
         def place(f: _Func) -> int:
@@ -698,7 +726,8 @@ class _Loader:
                            "only .text functions can be called (bpf-to-bpf)")
         return self._func_at(sec, slot)
 
-    def _ld_reloc(self, f: _Func, i: int, pos: int, sym: _Sym, code: bytearray, relocs: list, place, placed) -> None:
+    def _ld_reloc(self, f: _Func, i: int, pos: int, sym: _Sym, code: bytearray, relocs: list[_SlotReloc],
+                  place: Callable[[_Func], int], placed: dict[str, int]) -> None:
         imm = _INSN.unpack_from(f.sec.data, i * 8)[3]
         if sym.shndx == SHN_UNDEF:
             ext = self.externs.get(sym.name)
@@ -743,7 +772,8 @@ class _Loader:
         raise self.err(f"function {f.name!r}: reference to {sym.name or tsec.name!r} in section {tsec.name!r}, "
                        "which is neither a map nor global data")
 
-    def _finish(self, main: _Func, spec: ObjectSpec, code: bytes, relocs: list, funcs_order: list) -> ProgramSpec:
+    def _finish(self, main: _Func, spec: ObjectSpec, code: bytes, relocs: list[_SlotReloc],
+                funcs_order: list[tuple[_Func, int]]) -> ProgramSpec:
         insns = decode(code, f"{self.source}: {main.name}")
         index_of = {}
         slot = 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError, NotSupportedError, ParseError
 from ..isa.insn import Insn
@@ -59,14 +59,15 @@ class CoreResult:
 CoreResolver = Callable[["Btf", "Btf", CoreRelo], CoreResult]
 
 
-def _btf_core_apply(insns: list[Insn], poisoned: dict[int, list[Insn]], prog: ProgramSpec, target_btf: Btf) -> None:
+def _btf_core_apply(insns: list[Insn], poisoned: dict[int, list[Insn]], prog: ProgramSpec, local_btf: Btf,
+                    target_btf: Btf) -> None:
     """Resolve and patch every CO-RE record through :mod:`bpfmux.btf.core`."""
     from ..btf import core, ext
 
     for relo in prog.core_relos:
         erelo = ext.CoreRelo(relo.insn * 8, relo.type_id, relo.access, ext.CoreReloKind(int(relo.kind)))
         try:
-            res = core.resolve(erelo, prog.btf, target_btf)
+            res = core.resolve(erelo, local_btf, target_btf)
             ins = insns[relo.insn]
             if res.poison and ins.opcode == LDDW:
                 poison = Insn(_CALL, 0, 0, 0, CORE_POISON_IMM)
@@ -83,7 +84,7 @@ def finalize(
     target_btf: Btf | None,
     *,
     ksym_addr: Callable[[str], int | None] | None = None,
-    core_resolver: Any = None,
+    core_resolver: CoreResolver | None = None,
 ) -> list[Insn]:
     """See :meth:`ProgramSpec.instructions`.
 
@@ -100,7 +101,7 @@ def finalize(
         if prog.btf is None:
             raise ParseError(f"program {prog.name!r} has CO-RE relocations but its object has no BTF")
         if core_resolver is None:
-            _btf_core_apply(insns, poisoned, prog, target_btf)
+            _btf_core_apply(insns, poisoned, prog, prog.btf, target_btf)
         else:
             for relo in prog.core_relos:
                 apply_core_result(insns, poisoned, relo, core_resolver(prog.btf, target_btf, relo), prog.name)

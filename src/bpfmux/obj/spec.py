@@ -21,6 +21,7 @@ from .sections import SectionInfo
 
 if TYPE_CHECKING:
     from ..btf import Btf
+    from .load import CoreResolver
 
 __all__ = [
     "CoreRelo",
@@ -273,7 +274,7 @@ class ProgramSpec:
         target_btf: Btf | None = None,
         *,
         ksym_addr: KsymAddrFn | None = None,
-        core_resolver: object | None = None,
+        core_resolver: CoreResolver | None = None,
     ) -> list[Insn]:
         """The final instructions for ``BPF_PROG_LOAD`` (or the emulator).
 
@@ -383,6 +384,7 @@ class ObjectSpec:
         :raises ParseError: the value does not fit the variable's type.
         """
         from ..btf.codec import codec
+        from ..btf.types import Datasec, Var
 
         for ms in self.maps.values():
             if not ms.section.startswith(".rodata") or self.btf is None:
@@ -391,9 +393,10 @@ class ObjectSpec:
                 ds = self.btf.find(ms.section, "datasec")
             except KeyError:
                 continue
+            assert isinstance(ds, Datasec)  # found by kind
             for vs in ds.vars:
                 var = self.btf[vs.type_id]
-                if var.name != name:
+                if var.name != name or not isinstance(var, Var):
                     continue
                 c = codec(self.btf, var.type_id)
                 v: object = value.encode() if isinstance(value, str) else value
@@ -408,6 +411,8 @@ class ObjectSpec:
 
     def rodata_variables(self) -> list[str]:
         """Names of the object's ``const volatile`` globals."""
+        from ..btf.types import Datasec
+
         out: list[str] = []
         for ms in self.maps.values():
             if ms.section.startswith(".rodata") and self.btf is not None:
@@ -415,6 +420,7 @@ class ObjectSpec:
                     ds = self.btf.find(ms.section, "datasec")
                 except KeyError:
                     continue
+                assert isinstance(ds, Datasec)  # found by kind
                 out.extend(self.btf[vs.type_id].name for vs in ds.vars)
         return out
 

@@ -11,12 +11,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..abi.ptregs import reg_offset
 from ..errors import BpfmuxError, ParseError
 from . import progs as P
 from .plan import Mechanism, Probe
+
+if TYPE_CHECKING:
+    from ..abi.tpformat import TpField, TracepointFormat
+    from ..btf import Btf, Type
+    from ..btf.funcs import FuncSignature
 
 __all__ = ["ArgEvent", "decode_event", "syscall_fields"]
 
@@ -134,7 +139,7 @@ def _int(raw: bytes, size: int, signed: bool) -> int:
 
 
 @lru_cache(maxsize=1024)
-def syscall_fields(tracepoint: str) -> tuple[Any, ...]:
+def syscall_fields(tracepoint: str) -> tuple[TpField, ...]:
     """The argument fields of ``sys_enter_NAME`` (tracefs format, without
     the common header and ``__syscall_nr``); empty when unknown."""
     from ..abi.tpformat import load_format
@@ -147,7 +152,7 @@ def syscall_fields(tracepoint: str) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _tp_format(cat: str, name: str) -> Any:
+def _tp_format(cat: str, name: str) -> TracepointFormat | None:
     from ..abi.tpformat import load_format
 
     try:
@@ -161,11 +166,17 @@ def _raw_tp_params(name: str) -> tuple[tuple[str, int, bool, bool], ...]:
     """(name, size, signed, pointer) of a raw tracepoint's arguments from
     ``btf_trace_<name>`` (without the leading ``void *``)."""
     try:
-        from ..btf import Btf
+        from ..btf import Btf, FuncProto
+        from ..btf import Ptr as BtfPtr
 
         btf = Btf.vmlinux()
         td = btf.find(f"btf_trace_{name}", "typedef")
-        proto = btf.resolve(btf.resolve(td).type)
+        ptr = btf.resolve(td)
+        if not isinstance(ptr, BtfPtr):
+            return ()
+        proto = btf.resolve(ptr.type)
+        if not isinstance(proto, FuncProto):
+            return ()
         from ..btf.funcs import prototype
 
         sig = prototype(btf, proto)
@@ -175,15 +186,15 @@ def _raw_tp_params(name: str) -> tuple[tuple[str, int, bool, bool], ...]:
         return ()
 
 
-def _is_ptr(btf: Any, t: Any) -> bool:
+def _is_ptr(btf: Btf, t: Type) -> bool:
     try:
         return btf.resolve(t).kind.name == "PTR"
     except (BpfmuxError, AttributeError):
         return False
 
 
-def _btf_args(sig: Any, values: list[int]) -> list[tuple[str, Any]]:
-    out = []
+def _btf_args(sig: FuncSignature, values: list[int]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
     for i, a in enumerate(sig.args):
         if i >= len(values):
             break
@@ -275,7 +286,7 @@ def decode_event(raw: bytes, probes: list[Probe], kind_of: dict[int, tuple[Mecha
 
 
 @lru_cache(maxsize=4096)
-def _kernel_signature(name: str) -> Any:
+def _kernel_signature(name: str) -> FuncSignature | None:
     try:
         from ..btf import Btf
 
@@ -284,7 +295,7 @@ def _kernel_signature(name: str) -> Any:
         return None
 
 
-def _record_fields(fmt: Any, payload: bytes) -> list[tuple[str, Any]]:
+def _record_fields(fmt: TracepointFormat, payload: bytes) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for f in fmt.fields:
         if f.common:

@@ -18,7 +18,7 @@ import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .. import api
 from ..errors import ENOTSUPP, BpfError, NotFoundError, NotSupportedError
@@ -27,7 +27,28 @@ from . import progs as P
 from .plan import Group, Mechanism, Probe, TraceOptions, plan
 from .spec import ProbeSpec
 
-__all__ = ["Snapshot", "Tracer"]
+if TYPE_CHECKING:
+    from ..btf.funcs import FuncSignature
+
+__all__ = ["EventReader", "Snapshot", "Tracer"]
+
+
+class EventReader(Protocol):
+    """A ring buffer reader of either kernel (:class:`~bpfmux.live.ringbuf.RingBuffer`, the emulator's
+    ``RingReader``): what :meth:`Tracer.events` returns."""
+
+    def poll(self, timeout: float | None = None) -> int: ...
+
+    def consume(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class _EventMap(Protocol):
+    """A ring buffer map of either kernel: it makes readers."""
+
+    def reader(self, callback: Callable[[bytes], Any]) -> EventReader: ...
 
 
 @dataclass
@@ -79,7 +100,7 @@ class Tracer:
         self.maps: dict[str, api.Map] = {}
         self._programs: list[api.Program] = []
         self._links: list[api.Link] = []
-        self._ring: Any = None
+        self._ring: EventReader | None = None
         self._started = False
         self._closed = False
 
@@ -127,7 +148,7 @@ class Tracer:
             return
         self._closed = True
         links, self._links = self._links, []
-        closables: list[Any] = [*links, *([self._ring] if self._ring is not None else []), *self._programs,
+        closables: list[api.Link | EventReader | api.Program | api.Map | api.Kernel] = [*links, *([self._ring] if self._ring is not None else []), *self._programs,
                                 *self.maps.values()]
         if self._own_kernel and self.kernel is not None:
             closables.append(self.kernel)
@@ -321,7 +342,7 @@ class Tracer:
             self._links.append(prog.attach())
         self.mechanisms.append(f"{g.spec.text}: {len(g.probes)} {g.how} trampoline links")
 
-    def _signature(self, function: str) -> Any:
+    def _signature(self, function: str) -> FuncSignature:
         """The function's prototype from the kernel's BTF."""
         btf = self._k.btf
         if btf is None:
@@ -369,8 +390,8 @@ class Tracer:
             for i, v in m["hist"].raw_items():
                 total = _sum_percpu(v)
                 if total:
-                    k = int.from_bytes(i, "little")
-                    snap.hists.setdefault((k // P.HIST_BUCKETS, 0, ""), {})[k % P.HIST_BUCKETS] = total
+                    slot = int.from_bytes(i, "little")
+                    snap.hists.setdefault((slot // P.HIST_BUCKETS, 0, ""), {})[slot % P.HIST_BUCKETS] = total
         if "latsum" in m:
             for i, v in m["latsum"].raw_items():
                 total = _sum_percpu(v)
@@ -405,7 +426,7 @@ class Tracer:
             return [ip for ip in ips if ip]
         return []
 
-    def events(self, callback: Callable[[bytes], Any]) -> Any:
+    def events(self, callback: Callable[[bytes], Any]) -> EventReader:
         """The ring buffer reader of ``--args`` (``poll(timeout)`` delivers
         each raw event to ``callback``).
 
@@ -414,7 +435,11 @@ class Tracer:
         if "events" not in self.maps:
             raise NotSupportedError("events", "only --args mode produces events")
         if self._ring is None:
-            self._ring = self.maps["events"].reader(callback)
+            events = self.maps["events"]
+            if not isinstance(events, _EventMap):
+                raise NotSupportedError("events", f"this kernel's ring buffer map ({type(events).__name__}) has no "
+                                        "reader()")
+            self._ring = events.reader(callback)
         return self._ring
 
 

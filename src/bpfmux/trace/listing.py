@@ -136,12 +136,13 @@ def _btf_functions(pattern: str) -> list[str]:
 def _func_args(fn: str) -> list[str]:
     try:
         from ..btf import Btf
-        from ..btf.cdump import type_name
+        from ..btf.cdump import declaration
 
-        sig = Btf.vmlinux().func(fn)
-        lines = [f"{type_name(a.type)} {a.name}" for a in sig.args]
+        btf = Btf.vmlinux()
+        sig = btf.func(fn)
+        lines = [f"{declaration(btf, a.type.id)} {a.name}" for a in sig.args]
         if sig.return_size:
-            lines.append(f"{type_name(sig.return_type)} retval")
+            lines.append(f"{declaration(btf, sig.return_type.id)} retval")
         return lines
     except (BpfmuxError, OSError, ImportError, AttributeError):
         return []

@@ -38,7 +38,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program
+from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program, Reg
 from ..uapi import HelperId as H
 
 #: x86-64 ``struct pt_regs`` field order (uapi ``asm/ptrace.h``), 8 bytes each;
@@ -253,7 +253,7 @@ def _index(a: Asm, spec: Spec) -> None:
     a.sub(R7, 1)
 
 
-def _array_add(a: Asm, map_name: str, idx_reg, value) -> None:
+def _array_add(a: Asm, map_name: str, idx_reg: Reg, value: Reg | int) -> None:
     """``map[idx] += value`` on a (per-CPU) array; clobbers r0-r5."""
     a.stxw(R10, _IDX, idx_reg)
     a.ld_map_fd(R1, map_name).mov(R2, R10).add(R2, _IDX).call(H.map_lookup_elem)
@@ -264,7 +264,8 @@ def _array_add(a: Asm, map_name: str, idx_reg, value) -> None:
     a.label(lbl)
 
 
-def _agg_key(a: Asm, spec: Spec, bucket, *, force_pid: bool = False, force_comm: bool = False, ustack=None) -> None:
+def _agg_key(a: Asm, spec: Spec, bucket: Reg | None, *, force_pid: bool = False, force_comm: bool = False,
+             ustack: Reg | None = None) -> None:
     for off in range(_KEY, _KEY + 32, 8):
         a.stdw(R10, off, 0)
     a.stxw(R10, _KEY, R7)

@@ -57,6 +57,8 @@ class MetricsServer:
     def url(self) -> str:
         """Where the metrics are."""
         host, port = self.address[0], self.address[1]
+        if not isinstance(host, str):  # an AF_INET server's address is text; the socket types allow bytes
+            host = bytes(host).decode()
         return f"http://{host}:{port}/metrics"
 
     def close(self) -> None:

@@ -7,8 +7,15 @@ and :func:`rich_table` builds the live table for a terminal.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+    from .engine import Snapshot
+    from .plan import Probe
 
 __all__ = [
     "CountRow",
@@ -46,7 +53,7 @@ class CountRow:
         return d
 
 
-def count_rows(snap: Any, prev: Any, probes: list[Any], limit: int | None = None) -> list[CountRow]:
+def count_rows(snap: Snapshot, prev: Snapshot | None, probes: Sequence[Probe], limit: int | None = None) -> list[CountRow]:
     """Rows sorted by total (then name); ``rate`` is per second since ``prev``."""
     dt = (snap.time - prev.time) if prev is not None else 0.0
     rows = []
@@ -110,7 +117,7 @@ def hist_text(buckets: dict[int, int]) -> str:
     return "\n".join(lines)
 
 
-def _lat_groups(snap: Any, probes: list[Any]) -> list[tuple[tuple[int, int, str], dict[int, int], int]]:
+def _lat_groups(snap: Snapshot, probes: Sequence[Probe]) -> list[tuple[tuple[int, int, str], dict[int, int], int]]:
     out = []
     for key, hist in snap.hists.items():
         out.append((key, hist, sum(hist.values())))
@@ -118,7 +125,8 @@ def _lat_groups(snap: Any, probes: list[Any]) -> list[tuple[tuple[int, int, str]
     return out
 
 
-def latency_text(snap: Any, probes: list[Any], by: str | None, unit: str = "ns", *, busiest_last: bool = False) -> str:
+def latency_text(snap: Snapshot, probes: Sequence[Probe], by: str | None, unit: str = "ns", *,
+                 busiest_last: bool = False) -> str:
     """One histogram per probe (and pid/comm), busiest first (``busiest_last``:
     last, as bpftrace prints maps), with count and average."""
     parts = []
@@ -132,7 +140,7 @@ def latency_text(snap: Any, probes: list[Any], by: str | None, unit: str = "ns",
     return "\n\n".join(parts)
 
 
-def latency_records(snap: Any, probes: list[Any], by: str | None) -> list[dict[str, Any]]:
+def latency_records(snap: Snapshot, probes: Sequence[Probe], by: str | None) -> list[dict[str, Any]]:
     """JSON records: probe, calls, histogram as ``{"lo": ns, "hi": ns, "count": n}`` buckets."""
     out = []
     for (idx, pid, comm), hist, n in _lat_groups(snap, probes):
@@ -153,7 +161,7 @@ def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def prometheus_text(snap: Any, probes: list[Any], by: str | None) -> str:
+def prometheus_text(snap: Snapshot, probes: Sequence[Probe], by: str | None) -> str:
     """Prometheus exposition text: ``bpfmux_probe_hits_total`` (count and
     stacks modes) and ``bpfmux_latency_ns`` histograms (latency mode)."""
     lines = []
@@ -188,7 +196,7 @@ def prometheus_text(snap: Any, probes: list[Any], by: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rich_table(rows: list[CountRow], by: str | None, *, title: str, caption: str) -> Any:
+def rich_table(rows: list[CountRow], by: str | None, *, title: str, caption: str) -> Group:
     """A rich renderable: the count rows with a rate column, and a status line under them."""
     from rich.console import Group
     from rich.table import Table

@@ -268,7 +268,9 @@ def parse_probes(texts: list[str]) -> list[ProbeSpec]:
 
 def _split_commas(text: str) -> list[str]:
     """Split on commas outside ``[...]`` sets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in text:
         if c == "[":
             depth += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from typing import Any
+from typing import Protocol
 
 from ..errors import BpfmuxError
 
@@ -28,6 +28,12 @@ __all__ = ["BPF_FRAMES", "Symbolizer", "parse_maps"]
 BPF_FRAMES = ("bpf_prog_", "bpf_trace_run", "__bpf_trace_", "bpf_trampoline_", "__bpf_prog_run", "trace_call_bpf",
               "bpf_get_stackid", "bpf_get_stack", "bpf_overflow_handler", "__perf_event_overflow",
               "kprobe_multi_link_handler", "kprobe_multi_link_prog_run", "fprobe_", "rethook_")  # fmt: skip
+
+
+class StackSource(Protocol):
+    """What :meth:`Symbolizer.symbolize` reads stacks from (a :class:`~bpfmux.trace.engine.Tracer`)."""
+
+    def stack(self, stack_id: int) -> list[int]: ...
 
 
 def parse_maps(text: str) -> list[tuple[int, int, int, str]]:
@@ -153,7 +159,7 @@ class Symbolizer:
             i += 1
         return ips[i:] if i < len(ips) else ips
 
-    def symbolize(self, tracer: Any, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
+    def symbolize(self, tracer: StackSource, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
         """(kernel frames, user frames) of two stack ids, innermost first; the
         kernel stack starts where the event happened (:meth:`strip_bpf_frames`)."""
         k = [self.kernel(ip) for ip in self.strip_bpf_frames(tracer.stack(kstack))]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import api
-from ...abi import context_for, frame_layout, frame_view_for
+from ...abi import ContextLayout, context_for, frame_layout, frame_view_for
 from ...abi.tracing import ArgInfo, FrameView
 from ...attach import is_glob
 from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError, ParseError, VerifierError
@@ -258,7 +258,7 @@ class Emulator(api.Kernel):
         prog.max_ctx_offset = max_ctx
         return prog
 
-    def _context(self, ptype: ProgType, attach_type: int, target: str | None, flags: int) -> Any:
+    def _context(self, ptype: ProgType, attach_type: int | None, target: str | None, flags: int) -> ContextLayout:
         multi = ProgFlags.MULTI_FUNC in ProgFlags(flags)
         if ptype != ProgType.TRACING:
             return context_for(ptype, attach_type)

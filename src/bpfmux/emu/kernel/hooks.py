@@ -26,6 +26,7 @@ from ...errors import BpfError, BpfmuxError
 from ...uapi import BPF_TRACE_MAX_PROGS, ProgType
 
 if TYPE_CHECKING:
+    from .links import RawTracepointLink
     from .objects import EmulatedProgram as EmuProgram
     from .registry import Registry
 
@@ -87,7 +88,7 @@ class TraceEvent:
         self.retprobe = retprobe
         self.array = ProgArray(name)
         #: probes in registration order: ("perf", None) or ("raw", link)
-        self.probes: list[tuple[str, object]] = []
+        self.probes: list[tuple[str, RawTracepointLink | None]] = []
         self.hits = 0
 
     def _sync_perf_probe(self) -> None:
@@ -117,11 +118,11 @@ class TraceEvent:
         self._sync_perf_probe()
         return prog
 
-    def add_raw(self, link: object) -> None:
+    def add_raw(self, link: RawTracepointLink) -> None:
         """Register a raw tracepoint / tp_btf link."""
         self.probes.append(("raw", link))
 
-    def remove_raw(self, link: object) -> None:
+    def remove_raw(self, link: RawTracepointLink) -> None:
         """Unregister a raw tracepoint / tp_btf link."""
         self.probes = [p for p in self.probes if p[1] is not link]
 
@@ -188,7 +189,7 @@ class EmuPerfEvent:
         ids = self.event.array.ids() if self.event is not None else ([self.prog.id] if self.prog else [])
         if max_ids is not None and len(ids) > max_ids:
             err = BpfError(errno.ENOSPC, f"{len(ids)} programs; a buffer for {max_ids} is too small")
-            err.count = len(ids)  # type: ignore[attr-defined]
+            err.count = len(ids)  # type: ignore[attr-defined]  # an extra the live kernel's error does not carry
             raise err
         return ids
 
@@ -234,7 +235,7 @@ def tracepoint_record(fmt: TracepointFormat, fields: Mapping[str, Any], *, pid: 
     """
     rec = bytearray(fmt.size)
     known = {f.name: f for f in fmt.fields}
-    values = {"common_type": fmt.id, "common_pid": pid}
+    values: dict[str, Any] = {"common_type": fmt.id, "common_pid": pid}
     values.update(fields)
     tail = bytearray()
     for name, value in values.items():

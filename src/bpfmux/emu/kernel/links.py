@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .objects import EmulatedProgram
     from .probes import ProbeDispatch, Site
     from .registry import Registry
-    from .trampoline.policy import Policy
+    from .trampoline.policy import TrampolinePolicy
 
 
 class EmuLink(api.Link):
@@ -78,7 +78,7 @@ class TracingLink(EmuLink):
 
     kind = "tracing"
 
-    def __init__(self, registry: Registry, policy: Policy, prog: EmulatedProgram, func: KernelFunction,
+    def __init__(self, registry: Registry, policy: TrampolinePolicy, prog: EmulatedProgram, func: KernelFunction,
                  att: Attachment) -> None:
         super().__init__(registry, prog)
         self.policy = policy
@@ -100,7 +100,7 @@ class TracingMultiLink(EmuLink, api.MultiLink):
     kind = "tracing_multi"
     mechanism = "tracing_multi"
 
-    def __init__(self, registry: Registry, policy: Policy, prog: EmulatedProgram, funcs: Sequence[KernelFunction],
+    def __init__(self, registry: Registry, policy: TrampolinePolicy, prog: EmulatedProgram, funcs: Sequence[KernelFunction],
                  att: Attachment) -> None:
         super().__init__(registry, prog)
         self.policy = policy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ... import api
 from ...errors import BpfmuxError, InvalidArgumentError, NotFoundError
@@ -12,10 +12,11 @@ from ...isa.insn import Insn
 from ...loader import ObjectLoader
 from ...obj.spec import MapSpec, ObjectSpec, ProgramSpec
 from ...uapi import MapType
-from ..vm.maps import EmuMap
+from ..vm.maps import ArrayMap, EmuMap
 from .objects import DataSection, EmulatedCollection, EmulatedProgram
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...btf import Btf
     from .emulator import Emulator
 
 __all__ = ["EmulatedLoader"]
@@ -36,6 +37,7 @@ class EmulatedLoader(ObjectLoader):
         m = self._vm_map(ms)
         btf = self.spec.btf
         if ms.is_global_data:
+            assert isinstance(m, ArrayMap)  # a global-data map is an array of one element
             return DataSection(m, btf, ms.section if ms.section.startswith(".") else ms.name)
         if btf is not None and ms.btf_value_type_id:
             from ...codecs import codec_for
@@ -59,7 +61,9 @@ class EmulatedLoader(ObjectLoader):
 
     def write_global(self, m: api.Map, ms: MapSpec, data: bytes) -> None:
         """Store the section's initial bytes."""
-        _storage(m).storage[0][: len(data)] = data
+        arr = _storage(m)
+        assert isinstance(arr, ArrayMap)  # a global-data map is an array of one element
+        arr.storage[0][: len(data)] = data
 
     def freeze(self, m: api.Map) -> None:
         """Freeze the map (writes from user space fail ``EPERM``)."""
@@ -70,7 +74,7 @@ class EmulatedLoader(ObjectLoader):
         this machine's (its BTF is the default function table too)."""
         return kernel_config()
 
-    def core_target(self, ps: ProgramSpec) -> Any:
+    def core_target(self, ps: ProgramSpec) -> Btf | None:
         """The emulator's BTF; without one, the object's own types."""
         return self.emu.btf or self.spec.btf
 
@@ -95,7 +99,7 @@ class EmulatedLoader(ObjectLoader):
         m[slot] = obj.vmprog if isinstance(obj, EmulatedProgram) else _storage(obj)
 
 
-def _storage(m: api.Map) -> EmuMap:
+def _storage(m: object) -> EmuMap:
     inner = m.map if isinstance(m, DataSection) else m
     if not isinstance(inner, EmuMap):
         raise InvalidArgumentError(f"{m!r} is not a map of the emulated kernel")

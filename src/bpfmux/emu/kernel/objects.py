@@ -9,6 +9,7 @@ it. Closing the fd after attaching does not detach it.
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ... import api
@@ -20,7 +21,10 @@ from ..vm.runtime import RunContext
 from .trampoline.frame import CallInfo
 
 if TYPE_CHECKING:
+    from ...attach import Linker
+    from ...btf import Btf
     from ..vm.machine import EmuProgram
+    from ..vm.maps import ArrayMap
     from .emulator import Emulator
 
 
@@ -157,7 +161,7 @@ class EmulatedProgram(api.Program):
                                     AttachType.TRACE_FSESSION_MULTI)
         )
 
-    def _linker(self) -> Any:
+    def _linker(self) -> Linker:
         return self.kernel.linker
 
     def __repr__(self) -> str:
@@ -173,22 +177,65 @@ class EmulatedCollection(api.Collection):
     """
 
 
-class DataSection:
+class DataSection(api.Map):
     """A global-data map (``.data``, ``.rodata``, ``.bss``, …) of an emulated
     object, viewed as ``{variable: value}`` through the object's BTF.
 
     ``sec["counter"]`` reads a variable, ``sec["counter"] = 5`` writes it
     (``.rodata`` is frozen: ``PermissionError``); ``raw()`` is the section's
-    bytes; everything else (``fd``, ``close`` …) is the underlying map's.
+    bytes; iteration and ``len()`` go over the variables (index 0 alone when
+    the object has no BTF for the section), as the live kernel's
+    ``DataSecMap``; everything else (``fd``, ``close``, ``type`` …) is the
+    underlying map's.
     """
 
-    def __init__(self, mp: Any, btf: Any, section: str) -> None:
+    def __init__(self, mp: ArrayMap, btf: Btf | None, section: str) -> None:
         self.map = mp
         self.name = mp.name or section
         self.variables: dict[str, tuple[int, int, Any]] = datasec_variables(btf, section)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.map, name)
+
+    # -- the Map contract, through the underlying map -------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The underlying map's fd.
+
+        :raises BpfError: ``EBADF`` once closed.
+        """
+        return self.map.fd
+
+    def close(self) -> None:
+        """Close the underlying map (idempotent)."""
+        self.map.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self.map.closed
+
+    def lookup_raw(self, key: Any) -> bytes | None:
+        """The underlying map's raw value (the whole section at index 0)."""
+        return self.map.lookup_raw(key)
+
+    def raw_items(self) -> list[tuple[bytes, bytes]]:
+        """The underlying map's raw items."""
+        return self.map.raw_items()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.variables) if self.variables else iter(range(1))
+
+    def __len__(self) -> int:
+        return len(self.variables) if self.variables else 1
+
+    def __delitem__(self, key: str | int) -> None:
+        """Nothing can be deleted from global data.
+
+        :raises BpfError: ``EINVAL``, the kernel's answer for an array element.
+        """
+        del self.map[key if isinstance(key, int) else 0]
 
     def raw(self) -> bytes:
         """The whole section."""
@@ -226,13 +273,17 @@ class DataSection:
     def __contains__(self, key: object) -> bool:
         return key in self.variables
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[str]:  # type: ignore[override]  # a snapshot list, as the live DataSecMap's
         """Variable names."""
         return list(self.variables)
 
-    def items(self) -> list[tuple[str, Any]]:
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]  # a snapshot list, as the live DataSecMap's
         """``(variable, value)`` pairs."""
         return [(k, self[k]) for k in self.variables]
+
+    def values(self) -> list[Any]:  # type: ignore[override]  # a snapshot list, as the live DataSecMap's
+        """Every variable's value."""
+        return [v for _, v in self.items()]
 
     def __repr__(self) -> str:
         return f"<DataSection {self.name!r} {', '.join(self.variables)}>"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...uapi import ProgType
-from ..vm.runtime import FuncCall, RunContext
+from ..vm.runtime import FuncCall, RunContext, TracingInfo
 from .hooks import TraceEvent, kprobe_regs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +27,11 @@ __all__ = ["KSTACK_TOP", "USTACK_TOP", "ProbeDispatch", "Site"]
 KSTACK_TOP = 0xFFFFC90000004000
 #: Stack pointer value uprobe programs see (an address in a user stack).
 USTACK_TOP = 0x00007FFFFFFF0000
+
+
+def _call(ip: int, args: tuple[int, ...], ret: int | None = None) -> TracingInfo:
+    """The traced call as the tracing helpers read it."""
+    return FuncCall(ip, args, ret)  # type: ignore[return-value]  # TracingInfo declares nargs settable, FuncCall's is a property
 
 
 class Site(Protocol):
@@ -98,14 +103,14 @@ class ProbeDispatch:
         if ev is not None and ev.array.items:
             ctx = kprobe_regs(f.addr, args, full=True, sp=self.stack_top)
             for prog, _, cookie in list(ev.array.items):
-                prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args), cookie=cookie))
+                prog.run(ctx, context=RunContext(tracing=_call(f.addr, args), cookie=cookie))
             ev.hits += 1
         sessions = []
         for link in self._links(f):
             if link.retprobe and not link.session:
                 continue
             ctx = kprobe_regs(f.addr, args, full=self.multi_full_regs, sp=self.stack_top)
-            rc = RunContext(tracing=FuncCall(f.addr, args), cookie=link.cookies.get(f.addr, 0))
+            rc = RunContext(tracing=_call(f.addr, args), cookie=link.cookies.get(f.addr, 0))
             slot = None
             if link.session:  # the u64 bpf_session_cookie() points at, kept from entry to return
                 slot = self.space.map(bytearray(8), f"session cookie of {link.program.name}", "kernel", True)
@@ -126,7 +131,7 @@ class ProbeDispatch:
         if ev is not None and ev.array.items:
             ctx = kprobe_regs(f.addr, args, full=True, ret=ret, sp=self.stack_top)
             for prog, _, cookie in list(ev.array.items):
-                prog.run(ctx, context=RunContext(tracing=FuncCall(f.addr, args, ret), cookie=cookie))
+                prog.run(ctx, context=RunContext(tracing=_call(f.addr, args, ret), cookie=cookie))
             ev.hits += 1
         pending = dict(sessions or ())
         try:
@@ -137,7 +142,7 @@ class ProbeDispatch:
                 elif not link.retprobe:
                     continue
                 ctx = kprobe_regs(f.addr, args, full=self.multi_full_regs, ret=ret, sp=self.stack_top)
-                rc = RunContext(tracing=FuncCall(f.addr, args, ret), cookie=link.cookies.get(f.addr, 0),
+                rc = RunContext(tracing=_call(f.addr, args, ret), cookie=link.cookies.get(f.addr, 0),
                                 session_is_return=True)
                 if link.session:
                     rc.session_cookie = pending[link].base

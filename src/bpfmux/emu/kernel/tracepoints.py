@@ -131,9 +131,9 @@ class TracepointRegistry:
                 for prog, _, cookie in list(ev.array.items):
                     prog.run(record, context=RunContext(cookie=cookie))
                     ran += 1
-            else:
+            elif owner is not None:  # a raw tracepoint link ("raw" entries always hold theirs)
                 if raw is None:
                     raw = bytearray(struct.pack(f"<{max(len(values), 1)}Q", *(values or [0])))
-                owner.program.run(raw, context=RunContext(cookie=owner.cookie))  # type: ignore[attr-defined]
+                owner.program.run(raw, context=RunContext(cookie=owner.cookie))
                 ran += 1
         return ran

@@ -234,12 +234,12 @@ def sign_extend(dst: Reg, width: int, bits: int) -> Reg:
 
 # ---------------------------------------------------------------------------- branches
 
-_FLIP = {  # a op b  <=>  b flip(op) a
+_FLIP: dict[int, Jmp] = {  # a op b  <=>  b flip(op) a
     Jmp.JEQ: Jmp.JEQ, Jmp.JNE: Jmp.JNE, Jmp.JSET: Jmp.JSET,
     Jmp.JGT: Jmp.JLT, Jmp.JLT: Jmp.JGT, Jmp.JGE: Jmp.JLE, Jmp.JLE: Jmp.JGE,
     Jmp.JSGT: Jmp.JSLT, Jmp.JSLT: Jmp.JSGT, Jmp.JSGE: Jmp.JSLE, Jmp.JSLE: Jmp.JSGE,
 }
-_NEG = {
+_NEG: dict[int, Jmp] = {
     Jmp.JEQ: Jmp.JNE, Jmp.JNE: Jmp.JEQ,
     Jmp.JGT: Jmp.JLE, Jmp.JLE: Jmp.JGT, Jmp.JGE: Jmp.JLT, Jmp.JLT: Jmp.JGE,
     Jmp.JSGT: Jmp.JSLE, Jmp.JSLE: Jmp.JSGT, Jmp.JSGE: Jmp.JSLT, Jmp.JSLT: Jmp.JSGE,

@@ -225,7 +225,7 @@ class _Verifier:
         self.log_level = log_level
         self.max_insns = max_insns
         self.name = name
-        self.cfg: Cfg | None = None
+        self.cfg: Cfg = None  # type: ignore[assignment]  # run() builds it first; only _reject looks earlier, and checks
         self.processed = 0
         self.next_id = 0
         self.explored: dict[int, list[VState]] = {}
@@ -549,7 +549,7 @@ class _Verifier:
         if t == T.PTR_TO_CTX:
             return self._ctx_access(base, regno, off, size, write, val)
         if t == T.PTR_TO_MAP_VALUE:
-            m = base.map
+            m: MapInfo | None = base.map
             if write and m is not None and m.readonly:
                 raise self._reject(f"write into map forbidden, value_size={m.value_size} off={base.off + off} "
                                    f"size={size}")
@@ -641,7 +641,7 @@ class _Verifier:
                 raise self._reject(f"misaligned stack access off {o} size {size}")
             self._note_depth(fr, -o)
             if write:
-                self._stack_write(fr, o, size, val)  # type: ignore[arg-type]
+                self._stack_write(fr, o, size, val)  # type: ignore[arg-type]  # a write always comes with its value
                 return NOT_INIT
             return self._stack_read(fr, o, size)
         lo = base.off + off + base.smin
@@ -942,10 +942,10 @@ class _Verifier:
         if info is None:
             raise self._reject(f"calling kernel function {insn.imm} is not allowed (not known to the bpfmux "
                                f"verifier)", errno.EINVAL)
-        for r in range(1, info.nargs + 1):
-            self._read(fr, r)
-        for r in range(1, 6):
-            fr.regs[r] = NOT_INIT
+        for regno in range(1, info.nargs + 1):
+            self._read(fr, regno)
+        for regno in range(1, 6):
+            fr.regs[regno] = NOT_INIT
         if info.ret == "void":
             fr.regs[0] = NOT_INIT
         elif info.ret == "ptr":
@@ -1219,7 +1219,7 @@ class _Verifier:
                 self._stack_clobber(fr, lo, hi)
             return
         if t == T.PTR_TO_MAP_VALUE and not reg.null:
-            m = reg.map
+            m: MapInfo | None = reg.map
             if write and m is not None and m.readonly:
                 raise self._reject(f"write into map forbidden, value_size={m.value_size} off={reg.off} size={size}")
             self._bounds(reg, regno, 0, size, m.value_size if m else 0, "map value",
@@ -1293,7 +1293,7 @@ class _CallMeta:
         self.const_key: int | None = None
 
 
-_ALU_NAMES = {
+_ALU_NAMES: dict[int, str] = {
     Alu.ADD: "+=", Alu.SUB: "-=", Alu.MUL: "*=", Alu.DIV: "/=", Alu.OR: "|=", Alu.AND: "&=", Alu.LSH: "<<=",
     Alu.RSH: ">>=", Alu.MOD: "%=", Alu.XOR: "^=", Alu.ARSH: "s>>=",
 }

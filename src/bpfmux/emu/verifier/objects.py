@@ -11,7 +11,7 @@ BTF), then verifies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...abi import ArgInfo, ContextLayout, FrameView, context_for, frame_layout, frame_view_for
 from ...errors import BpfmuxError, NotFoundError, NotSupportedError
@@ -20,7 +20,7 @@ from ...uapi import AttachType, ProgFlags, ProgType
 from .core import KfuncInfo, MapInfo, VerifierResult, verify
 
 if TYPE_CHECKING:
-    from ...btf import Btf
+    from ...btf import Btf, Type
     from ...obj import MapSpec, ObjectSpec, ProgramSpec
 
 __all__ = ["map_infos", "program_context", "verify_program"]
@@ -44,10 +44,10 @@ def map_infos(obj: ObjectSpec) -> tuple[dict[str, int], dict[int, MapInfo]]:
     return handles, infos
 
 
-def _arg(btf: Btf, t: object, name: str) -> ArgInfo:
+def _arg(btf: Btf, t: Type, name: str) -> ArgInfo:
     from ...btf.types import Composite, Enum, Int, Ptr, Void
 
-    r = btf.resolve(t)  # type: ignore[arg-type]
+    r = btf.resolve(t)
     if isinstance(r, Ptr):
         target = btf.resolve(btf[r.type_id]) if r.type_id else None
         if isinstance(target, Composite):
@@ -122,7 +122,7 @@ def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
                 continue
             if not isinstance(f, Func):
                 continue
-            sig = prototype(btf, btf[f.type_id], f.name, f.id)
+            sig = prototype(btf, btf[f.type_id], f.name, f.id)  # type: ignore[arg-type]  # a FUNC's type is its FUNC_PROTO
             r = btf.resolve(sig.return_type)
             size = 0
             if isinstance(r, Void) or not sig.return_size:
@@ -130,7 +130,7 @@ def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
             elif isinstance(r, Ptr):
                 target = btf.resolve(btf[r.type_id]) if r.type_id else None
                 ret = "mem" if isinstance(target, (Int, Enum)) else "ptr"
-                if ret == "mem":
+                if isinstance(target, (Int, Enum)):  # ret == "mem"
                     size = btf.sizeof(target)
             else:
                 ret = "scalar"
@@ -139,7 +139,7 @@ def _kfuncs(insns: list, btf: Btf | None) -> dict[int, KfuncInfo]:
 
 
 def verify_program(obj: ObjectSpec, prog: ProgramSpec | str, btf: Btf | None = None, *,
-                   maps: Mapping[str, int] | None = None, **options: object) -> VerifierResult:
+                   maps: Mapping[str, int] | None = None, **options: Any) -> VerifierResult:
     """Relocate and verify one program of ``obj``.
 
     :param btf: the target kernel's BTF (CO-RE, kfuncs, tracing frames);
@@ -166,7 +166,7 @@ def verify_program(obj: ObjectSpec, prog: ProgramSpec | str, btf: Btf | None = N
     ctx = program_context(p, btf)
     return verify(insns, p.prog_type, attach_type=p.expected_attach_type, ctx=ctx, maps=infos,
                   kfuncs=_kfuncs(insns, btf), gpl="GPL" in (p.license or obj.license or ""), flags=int(p.flags),
-                  name=p.name, **options)  # type: ignore[arg-type]
+                  name=p.name, **options)
 
 
 # keep names importable for type checkers of callers

@@ -550,6 +550,6 @@ def states_exact(a: VState, b: VState, live_inner: int) -> bool:
                 return False
             if (sa.spill is None) != (sb.spill is None):
                 return False
-            if sa.spill is not None and not reg_exact(sa.spill, sb.spill):  # type: ignore[arg-type]
+            if sa.spill is not None and sb.spill is not None and not reg_exact(sa.spill, sb.spill):
                 return False
     return True

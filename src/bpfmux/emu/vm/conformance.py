@@ -10,7 +10,7 @@ for (and the tiers agree).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,7 +98,7 @@ def run_case(case: ConformanceCase, tiers: Iterable[str] = TIERS, vm: VM | None 
     return res
 
 
-def run_suite(directory: str | os.PathLike[str], tiers: Iterable[str] = TIERS) -> Iterator[CaseResult]:
+def run_suite(directory: str | os.PathLike[str], tiers: Iterable[str] = TIERS) -> Generator[CaseResult, None, None]:
     """Run every ``*.data`` case directly in ``directory`` (sorted by name).
 
     A file that cannot be read or parsed yields a failed result.

@@ -330,7 +330,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
                         pc += 1
                     elif kind == 1:  # bpf-to-bpf
                         if callee is not None:
-                            cprog, tpc = _resolve_code(rs, callee, target, pc)
+                            cprog, tpc = _resolve_code(rs, callee, target, pc)  # type: ignore[arg-type]  # set with callee
                         else:
                             cprog, tpc = prog, pc + 1 + s32(imm)
                         if depth + 1 >= MAX_CALL_FRAMES:
@@ -393,7 +393,7 @@ def interpret(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
             elif cls == 0x00 and op & 0xE0 in (0x20, 0x40):  # legacy ld_abs / ld_ind
                 size = _SIZE[op & 0x18]
                 where = s32(imm) + (s32(regs[src]) if op & 0xE0 == 0x40 else 0)
-                value = ld_packet(rs, pc, size, where)
+                value = ld_packet(rs, pc, size, where)  # type: ignore[assignment]  # None checked below
                 if value is None:
                     rs.insns = count
                     return 0  # the kernel ends the program with r0 = 0

@@ -443,7 +443,7 @@ class VM:
             if data is not None:
                 break
         if isinstance(data, bytes | bytearray) and data and hasattr(mp, "storage"):
-            mp.storage[0][: len(data)] = data  # type: ignore[attr-defined]
+            mp.storage[0][: len(data)] = data
         if getattr(spec, "frozen", False) is True:
             mp.freeze()
         return mp
@@ -509,7 +509,7 @@ class VM:
     def register_kfunc(self, btf_id: int, fn: Callable[..., int], name: str | None = None) -> None:
         """Make ``call`` of kfunc ``btf_id`` run ``fn(rs, r1, ..., r5)``."""
         self.kfuncs[btf_id] = fn
-        self.kfunc_names[btf_id] = name or getattr(fn, "__name__", f"kfunc_{btf_id}")
+        self.kfunc_names[btf_id] = name or str(getattr(fn, "__name__", f"kfunc_{btf_id}"))
         self._kfunc_version += 1
 
     # -- bookkeeping ----------------------------------------------------------------
@@ -563,7 +563,7 @@ class VM:
         if self._closed:
             return
         for obj in list(self._fds.values()):
-            obj.close()  # type: ignore[attr-defined]
+            obj.close()  # type: ignore[attr-defined]  # _fds holds maps and programs: both close()
         self._closed = True
 
     def __enter__(self) -> VM:

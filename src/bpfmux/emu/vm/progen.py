@@ -336,15 +336,15 @@ def random_map_program(rng: random.Random | int, ops: int = 12) -> MapProgram:
     for _ in range(ops):
         m = rng.randrange(2)
         key = rng.randrange(6)
-        r = rng.random()
+        draw = rng.random()
         acc = rng.choice([6, 7, 8])
-        if r < 0.4:  # update
+        if draw < 0.4:  # update
             out.append(Insn(0x7B, 10, rng.choice([6, 7, 8]), -16, 0))
             out += args(m, key)
             out += [Insn(0xBF, 3, 10, 0, 0), Insn(0x07, 3, 0, 0, -16),
                     Insn(0xB7, 4, 0, 0, rng.choice([0, 0, 1, 2]))]
             out += [Insn(0x85, 0, 0, 0, 2), Insn(0xAF, acc, 0, 0, 0), Insn(0x07, acc, 0, 0, 3)]
-        elif r < 0.8:  # lookup and write through the pointer
+        elif draw < 0.8:  # lookup and write through the pointer
             out += args(m, key)
             body = [Insn(0x79, 1, 0, 0, 0), Insn(0x0F, acc, 1, 0, 0), Insn(0x07, 1, 0, 0, rng.randint(1, 99)),
                     Insn(0x7B, 0, 1, 0, 0)]

@@ -327,7 +327,7 @@ class RunState:
         while len(frames) <= depth:
             region = self.vm._acquire_frame()
             self._frames.append(region)
-            frames.append((region.base, region.buf))
+            frames.append((region.base, region.buf))  # type: ignore[arg-type]  # frame regions map bytearrays (Region.buf allows views)
         return frames[depth]
 
     def finish(self) -> None:

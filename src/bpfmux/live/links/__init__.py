@@ -32,6 +32,8 @@ from ._base import FdLink, RawProgram, close_all, deferred_signals, prog_fd
 from .multi import GroupLink, expand_raw_tracepoints, expand_tracepoints
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...uapi import AttachType
+    from ..perf import PerfEvent
     from .kprobe import KprobeLink, attach_kprobe
     from .kprobe_multi import KprobeMultiLink, attach_kprobe_multi
     from .perf_event import PerfEventLink, PerfSamplingLink, attach_perf_event, attach_sampling
@@ -134,7 +136,7 @@ class LiveLinker:
             return attach_tp_btf(program, target, cookie=cookie)
 
     def trampoline(self, program: Program, target: str | None, *, cookie: int | None,
-                   attach_type: Any = None) -> Link:
+                   attach_type: AttachType | int | None = None) -> Link:
         """An fentry/fexit/fmod_ret/fsession link (:func:`attach_tracing`)."""
         from .tracing import attach_tracing
 
@@ -142,7 +144,7 @@ class LiveLinker:
             return attach_tracing(program, target, cookie=cookie, attach_type=attach_type)
 
     def tracing_multi(self, program: Program, targets: list[str], cookies: Sequence[int] | None,
-                      attach_type: Any = None) -> MultiLink:
+                      attach_type: AttachType | int | None = None) -> MultiLink:
         """A tracing_multi link (:func:`attach_tracing_multi`)."""
         from .tracing_multi import attach_tracing_multi
 
@@ -186,7 +188,7 @@ class LiveLinker:
 
         return attach_sampling(program, target, **opts)
 
-    def perf_event_link(self, program: Program, event: Any, *, cookie: int | None, via: str | None = None) -> Link:
+    def perf_event_link(self, program: Program, event: PerfEvent, *, cookie: int | None, via: str | None = None) -> Link:
         """The program on an open :class:`~bpfmux.live.perf.PerfEvent` (:func:`attach_perf_event`)."""
         from .perf_event import attach_perf_event
 
@@ -218,7 +220,7 @@ class LiveLinker:
 LINKER = LiveLinker()
 
 
-def _program(program: Any) -> Program:
+def _program(program: object) -> Program:
     if not isinstance(program, Program):
         prog_fd(program)  # a clearer message for things that are not programs at all
         raise NotAProgramError(f"{program!r} is not a loaded program; load it (LiveKernel().load(...)) or wrap a "

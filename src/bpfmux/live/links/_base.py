@@ -7,8 +7,8 @@ import contextlib
 import errno as _errno
 import signal
 import threading
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 from ...api import Link, Program
 from ...errors import ENOTSUPP, BpfError, NotAProgramError, NotSupportedError
@@ -22,7 +22,14 @@ __all__ = ["FdLink", "RawProgram", "close_all", "deferred_signals", "prog_fd"]
 UNSUPPORTED_ERRNOS = frozenset({_errno.EOPNOTSUPP, ENOTSUPP})
 
 
-def prog_fd(program: Any) -> int:
+class SupportsClose(Protocol):
+    """What :func:`close_all` and a link's owned descriptors take: links, :class:`~bpfmux.live.sys.Fd`\\ s,
+    perf events."""
+
+    def close(self) -> None: ...
+
+
+def prog_fd(program: object) -> int:
     """The fd number of a program object (a loaded ``Program``, a
     :class:`RawProgram`, an :class:`~bpfmux.live.sys.Fd` or an int).
 
@@ -54,7 +61,7 @@ class FdLink(Link):
     #: tracepoint, perf-event, kprobe/uprobe multi and trampoline links cannot
     updatable = False
 
-    def __init__(self, program: Any, fd: _sys.Fd | None, target: str, *, owned: Sequence[Any] = (),
+    def __init__(self, program: Program, fd: _sys.Fd | None, target: str, *, owned: Sequence[SupportsClose] = (),
                  cookie: int | None = None) -> None:  # fmt: skip
         self._program = program
         self._fd = fd
@@ -178,7 +185,7 @@ class FdLink(Link):
 
 
 @contextlib.contextmanager
-def deferred_signals():
+def deferred_signals() -> Iterator[None]:
     """Hold SIGINT/SIGTERM back (in the main thread) while a kernel object is
     created and handed to its owner, so Ctrl-C cannot fall between the two
     and leak it; the signal is delivered right after the block.
@@ -193,7 +200,7 @@ def deferred_signals():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def close_all(links: Iterable[Any], parallel: bool = False, max_workers: int = 64) -> None:
+def close_all(links: Iterable[SupportsClose], parallel: bool = False, max_workers: int = 64) -> None:
     """Close every object, all of them even if some fail or Ctrl-C arrives;
     the first error is raised at the end. With ``parallel``, closes run on
     threads (``close(2)`` of a perf event waits for an RCU grace period; many
@@ -218,7 +225,7 @@ def close_all(links: Iterable[Any], parallel: bool = False, max_workers: int = 6
         raise errors[0]
 
 
-def _close_threaded(items: list[Any], max_workers: int) -> list[BaseException]:
+def _close_threaded(items: list[SupportsClose], max_workers: int) -> list[BaseException]:
     errors: list[BaseException] = []
     lock = threading.Lock()
     it = iter(items)

@@ -7,12 +7,15 @@ Kernels built without kprobes have no kprobe PMU; attaching then raises
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...host.targets import parse_kprobe_target
 from .. import perf as _perf
 from ._base import prog_fd
 from .perf_event import PerfEventLink, attach_perf_event
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["KprobeLink", "attach_kprobe"]
 
@@ -23,7 +26,7 @@ class KprobeLink(PerfEventLink):
     kind = "kprobe"
 
 
-def attach_kprobe(program: Any, target: str, *, retprobe: bool = False, cookie: int | None = None,
+def attach_kprobe(program: Program, target: str, *, retprobe: bool = False, cookie: int | None = None,
                   via: str | None = None) -> KprobeLink:  # fmt: skip
     """Attach to ``FUNCTION[+OFFSET]`` or ``0xADDRESS``.
 
@@ -37,4 +40,4 @@ def attach_kprobe(program: Any, target: str, *, retprobe: bool = False, cookie: 
     link = attach_perf_event(program, event, cookie=cookie, via=via, kind="kretprobe" if retprobe else "kprobe",
                              cls=KprobeLink)  # fmt: skip
     link.target = target
-    return link  # type: ignore[return-value]
+    return link

@@ -12,7 +12,7 @@ text symbols of ``/proc/kallsyms``. Kernels without fprobe answer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...api import MultiLink
 from ...errors import BpfError, InvalidArgumentError, NotSupportedError
@@ -20,6 +20,9 @@ from ...host.targets import resolve_kernel_functions
 from ...uapi import AttachType
 from .. import sys as _sys
 from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["KprobeMultiLink", "attach_kprobe_multi"]
 
@@ -34,7 +37,7 @@ class KprobeMultiLink(FdLink, MultiLink):
     kind = "kprobe_multi"
     mechanism = "kprobe_multi"
 
-    def __init__(self, program: Any, fd: _sys.Fd, functions: list[str], cookies: list[int] | None,
+    def __init__(self, program: Program, fd: _sys.Fd, functions: list[str], cookies: list[int] | None,
                  targets: Sequence[str], *, session: bool, retprobe: bool) -> None:  # fmt: skip
         super().__init__(program, fd, f"{len(functions)} kernel functions")
         self.functions = functions
@@ -46,7 +49,7 @@ class KprobeMultiLink(FdLink, MultiLink):
             self.kind = "kprobe_session"
 
 
-def attach_kprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
+def attach_kprobe_multi(program: Program, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
                         retprobe: bool = False, session: bool | None = None) -> KprobeMultiLink:  # fmt: skip
     """Attach to every function at once. All or nothing.
 

@@ -12,17 +12,22 @@ serialized by the kernel).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ...api import Link, MultiLink
 from ...host import tracefs
 from ._base import close_all
 
+if TYPE_CHECKING:
+    from ...api import Program
+
 __all__ = ["GroupLink", "expand_raw_tracepoints", "expand_tracepoints"]
 
+_L = TypeVar("_L", bound=Link)
 
-class GroupLink(MultiLink):
+
+class GroupLink(MultiLink, Generic[_L]):
     """Several links held and closed as one.
 
     :ivar links: the member links, in attach order.
@@ -30,7 +35,7 @@ class GroupLink(MultiLink):
     :ivar targets: the targets as given.
     """
 
-    def __init__(self, program: Any, links: list[Link], targets: Sequence[str], *, mechanism: str, kind: str,
+    def __init__(self, program: Program, links: list[_L], targets: Sequence[str], *, mechanism: str, kind: str,
                  parallel_close: bool = False) -> None:  # fmt: skip
         self._program = program
         self.links = links
@@ -41,7 +46,7 @@ class GroupLink(MultiLink):
         self._closed = False
 
     @property
-    def program(self) -> Any:
+    def program(self) -> Program:
         """The attached program."""
         return self._program
 
@@ -58,7 +63,7 @@ class GroupLink(MultiLink):
         self._closed = True
         close_all(self.links, parallel=self.parallel_close)
 
-    def update(self, program: Any, old: Any = None) -> None:
+    def update(self, program: Program, old: Program | None = None) -> None:
         """Swap the program on every member link (each swap is atomic, the
         group's is not).
 
@@ -71,7 +76,7 @@ class GroupLink(MultiLink):
     def __len__(self) -> int:
         return len(self.links)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[_L]:
         return iter(self.links)
 
     def __repr__(self) -> str:

@@ -15,7 +15,7 @@ kernel's per-event program array, at most 64 programs, run in attach order;
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from ...errors import BpfError, InvalidArgumentError, NotSupportedError
 from ...host.cpus import online_cpus
@@ -23,6 +23,9 @@ from .. import perf as _perf
 from .. import sys as _sys
 from ._base import FdLink, close_all, prog_fd
 from .multi import GroupLink
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["PerfEventLink", "PerfSamplingLink", "attach_perf_event", "attach_sampling"]
 
@@ -36,7 +39,7 @@ class PerfEventLink(FdLink):
 
     kind = "perf_event"
 
-    def __init__(self, program: Any, event: _perf.PerfEvent, link_fd: _sys.Fd | None, cookie: int | None,
+    def __init__(self, program: Program, event: _perf.PerfEvent, link_fd: _sys.Fd | None, cookie: int | None,
                  kind: str | None = None) -> None:  # fmt: skip
         super().__init__(program, link_fd, event.target, owned=[event], cookie=cookie)
         self.event = event
@@ -54,7 +57,20 @@ class PerfEventLink(FdLink):
         return self.event.query_bpf(capacity)
 
 
-def attach_perf_event(program: Any, event: _perf.PerfEvent, *, cookie: int | None = None, via: str | None = None,
+_P = TypeVar("_P", bound=PerfEventLink)
+
+
+@overload
+def attach_perf_event(program: Program, event: _perf.PerfEvent, *, cookie: int | None = None, via: str | None = None,
+                      kind: str | None = None, cls: None = None) -> PerfEventLink: ...
+
+
+@overload
+def attach_perf_event(program: Program, event: _perf.PerfEvent, *, cookie: int | None = None, via: str | None = None,
+                      kind: str | None = None, cls: type[_P]) -> _P: ...
+
+
+def attach_perf_event(program: Program, event: _perf.PerfEvent, *, cookie: int | None = None, via: str | None = None,
                       kind: str | None = None, cls: type[PerfEventLink] | None = None) -> PerfEventLink:  # fmt: skip
     """Attach ``program`` to an open perf event, which the link then owns
     (it is closed on failure too).
@@ -111,14 +127,14 @@ def _link_or_type_error(pfd: int, event: _perf.PerfEvent, err: BpfError) -> None
     raise NotSupportedError("bpf_cookie", f"BPF cookies need perf-event links (Linux 5.15+): {err}")
 
 
-class PerfSamplingLink(GroupLink):
+class PerfSamplingLink(GroupLink[PerfEventLink]):
     """A ``perf_event`` program on a sampling event, one perf event per CPU
     (a :class:`~bpfmux.live.links.multi.GroupLink` of them, closed together).
 
     :ivar links: the per-CPU :class:`PerfEventLink`\\ s.
     """
 
-    def __init__(self, program: Any, links: list[PerfEventLink], name: str) -> None:
+    def __init__(self, program: Program, links: list[PerfEventLink], name: str) -> None:
         super().__init__(program, links, [f"{name}@cpu{link.event.cpu}" for link in links],
                          mechanism="perf_event", kind="perf_event")
 
@@ -126,7 +142,7 @@ class PerfSamplingLink(GroupLink):
         return f"<PerfSamplingLink {len(self.links)} CPUs {'closed' if self._closed else 'open'}>"
 
 
-def attach_sampling(program: Any, event: str | int = "cpu_clock", *, hardware: bool = False,
+def attach_sampling(program: Program, event: str | int = "cpu_clock", *, hardware: bool = False,
                     sample_period: int | None = None, sample_freq: int | None = None,
                     cpus: list[int] | None = None, pid: int = -1, cookie: int | None = None,
                     via: str | None = None) -> PerfSamplingLink:  # fmt: skip

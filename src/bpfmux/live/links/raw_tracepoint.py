@@ -8,11 +8,14 @@ this is the fast way to cover many tracepoints.
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...errors import BpfError, NotFoundError, NotSupportedError
 from .. import sys as _sys
 from ._base import FdLink, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["RawTracepointLink", "attach_raw_tracepoint"]
 
@@ -24,7 +27,7 @@ class RawTracepointLink(FdLink):
     kind = "raw_tracepoint"
 
 
-def attach_raw_tracepoint(program: Any, name: str, *, cookie: int | None = None) -> RawTracepointLink:
+def attach_raw_tracepoint(program: Program, name: str, *, cookie: int | None = None) -> RawTracepointLink:
     """Attach to the raw tracepoint ``name``; a ``category:`` prefix is ignored.
 
     :raises NotFoundError: no such tracepoint.

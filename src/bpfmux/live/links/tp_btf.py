@@ -6,12 +6,15 @@ tracepoint's ``btf_trace_<name>`` type, so its arguments are typed.
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...errors import BpfError, NotSupportedError
 from ...uapi import AttachType
 from .. import sys as _sys
 from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["TpBtfLink", "attach_tp_btf"]
 
@@ -22,7 +25,7 @@ class TpBtfLink(FdLink):
     kind = "tp_btf"
 
 
-def attach_tp_btf(program: Any, target: str | None = None, *, cookie: int | None = None) -> TpBtfLink:
+def attach_tp_btf(program: Program, target: str | None = None, *, cookie: int | None = None) -> TpBtfLink:
     """Attach a tp_btf program (its target was fixed at load time; ``target``
     only names it in messages).
 

@@ -10,11 +10,14 @@ several threads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import perf as _perf
 from ._base import prog_fd
 from .perf_event import PerfEventLink, attach_perf_event
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["TracepointLink", "attach_tracepoint"]
 
@@ -25,7 +28,7 @@ class TracepointLink(PerfEventLink):
     kind = "tracepoint"
 
 
-def attach_tracepoint(program: Any, tracepoint: str, *, cookie: int | None = None, via: str | None = None,
+def attach_tracepoint(program: Program, tracepoint: str, *, cookie: int | None = None, via: str | None = None,
                       cpu: int = 0, pid: int = -1) -> TracepointLink:  # fmt: skip
     """Attach to ``"category:name"`` (or ``"category/name"``).
 
@@ -35,4 +38,4 @@ def attach_tracepoint(program: Any, tracepoint: str, *, cookie: int | None = Non
     """
     prog_fd(program)  # fail early on a non-program
     event = _perf.open_tracepoint(tracepoint, pid=pid, cpu=cpu)
-    return attach_perf_event(program, event, cookie=cookie, via=via, kind="tracepoint", cls=TracepointLink)  # type: ignore[return-value]
+    return attach_perf_event(program, event, cookie=cookie, via=via, kind="tracepoint", cls=TracepointLink)

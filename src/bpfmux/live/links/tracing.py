@@ -10,13 +10,16 @@ Kernels without trampolines (or with them disabled) refuse at load time
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...errors import BpfError, InvalidArgumentError, NotSupportedError
 from ...uapi import AttachType, LinkType
 from .. import sys as _sys
 from ..features import features
 from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["TRACING_KINDS", "TracingLink", "attach_tracing"]
 
@@ -35,7 +38,7 @@ class TracingLink(FdLink):
     kind = "fentry"
 
 
-def attach_tracing(program: Any, target: str | None = None, *, attach_type: AttachType | int | None = None,
+def attach_tracing(program: Program, target: str | None = None, *, attach_type: AttachType | int | None = None,
                    cookie: int | None = None) -> TracingLink:  # fmt: skip
     """Attach a tracing program to the function it was loaded for.
 

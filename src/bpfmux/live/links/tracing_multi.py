@@ -15,7 +15,7 @@ tracing_multi link); a kernel without it raises
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...api import MultiLink
 from ...errors import BpfError, InvalidArgumentError, NotFoundError, NotSupportedError
@@ -24,6 +24,10 @@ from ...uapi import AttachType, BtfKind, LinkType
 from .. import sys as _sys
 from ..features import features
 from ._base import UNSUPPORTED_ERRNOS, FdLink, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
+    from ...btf import Btf
 
 __all__ = ["MULTI_ATTACH_TYPES", "TracingMultiLink", "attach_tracing_multi", "btf_function_ids"]
 
@@ -47,7 +51,7 @@ class TracingMultiLink(FdLink, MultiLink):
     mechanism = "tracing_multi"
     updatable = True  # one BPF_LINK_UPDATE swaps the program on every function
 
-    def __init__(self, program: Any, fd: _sys.Fd, functions: list[str], btf_ids: list[int],
+    def __init__(self, program: Program, fd: _sys.Fd, functions: list[str], btf_ids: list[int],
                  cookies: list[int] | None, targets: Sequence[str]) -> None:  # fmt: skip
         super().__init__(program, fd, f"{len(functions)} kernel functions")
         self.functions = functions
@@ -56,7 +60,7 @@ class TracingMultiLink(FdLink, MultiLink):
         self.targets = tuple(targets)
 
 
-def btf_function_ids(names: Sequence[str], btf: Any = None) -> list[int]:
+def btf_function_ids(names: Sequence[str], btf: Btf | None = None) -> list[int]:
     """vmlinux BTF ids of the ``FUNC`` types called ``names``.
 
     :raises NotFoundError: a name has no BTF function.
@@ -74,7 +78,7 @@ def btf_function_ids(names: Sequence[str], btf: Any = None) -> list[int]:
     return out
 
 
-def attach_tracing_multi(program: Any, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
+def attach_tracing_multi(program: Program, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
                          attach_type: AttachType | int | None = None) -> TracingMultiLink:  # fmt: skip
     """Attach to every function at once. All or nothing.
 

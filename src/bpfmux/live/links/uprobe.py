@@ -6,12 +6,15 @@ is given).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...host.targets import resolve_uprobe
 from .. import perf as _perf
 from ._base import prog_fd
 from .perf_event import PerfEventLink, attach_perf_event
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["UprobeLink", "attach_uprobe"]
 
@@ -28,7 +31,7 @@ class UprobeLink(PerfEventLink):
     offset: int = 0
 
 
-def attach_uprobe(program: Any, target: str, *, retprobe: bool = False, pid: int = -1, cookie: int | None = None,
+def attach_uprobe(program: Program, target: str, *, retprobe: bool = False, pid: int = -1, cookie: int | None = None,
                   ref_ctr_offset: int = 0, via: str | None = None) -> UprobeLink:  # fmt: skip
     """Attach to ``BINARY:SYMBOL[+OFFSET]`` or ``BINARY:0xFILEOFFSET``.
 
@@ -42,6 +45,6 @@ def attach_uprobe(program: Any, target: str, *, retprobe: bool = False, pid: int
     event = _perf.open_uprobe(path, offset, retprobe=retprobe, pid=pid, ref_ctr_offset=ref_ctr_offset)
     link = attach_perf_event(program, event, cookie=cookie, via=via, kind="uretprobe" if retprobe else "uprobe",
                              cls=UprobeLink)  # fmt: skip
-    link.binary, link.offset = path, offset  # type: ignore[attr-defined]
+    link.binary, link.offset = path, offset
     link.target = target
-    return link  # type: ignore[return-value]
+    return link

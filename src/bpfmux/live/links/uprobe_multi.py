@@ -12,7 +12,7 @@ per binary, held as one :class:`~bpfmux.api.MultiLink`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...api import MultiLink
 from ...errors import BpfError, InvalidArgumentError, NotSupportedError
@@ -20,6 +20,9 @@ from ...host.targets import resolve_uprobe_targets
 from ...uapi import AttachType
 from .. import sys as _sys
 from ._base import UNSUPPORTED_ERRNOS, FdLink, close_all, deferred_signals, prog_fd
+
+if TYPE_CHECKING:
+    from ...api import Program
 
 __all__ = ["UprobeMultiLink", "attach_uprobe_multi"]
 
@@ -38,7 +41,7 @@ class UprobeMultiLink(FdLink, MultiLink):
     kind = "uprobe_multi"
     mechanism = "uprobe_multi"
 
-    def __init__(self, program: Any, fd: _sys.Fd, binary: str, functions: list[tuple[str, int]],
+    def __init__(self, program: Program, fd: _sys.Fd, binary: str, functions: list[tuple[str, int]],
                  cookies: list[int] | None, targets: Sequence[str], *, session: bool, retprobe: bool,
                  pid: int) -> None:  # fmt: skip
         super().__init__(program, fd, f"{binary}:{len(functions)} functions")
@@ -53,7 +56,7 @@ class UprobeMultiLink(FdLink, MultiLink):
             self.kind = "uprobe_session"
 
 
-def attach_uprobe_multi(program: Any, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
+def attach_uprobe_multi(program: Program, targets: Sequence[str] | str, cookies: Sequence[int] | None = None, *,
                         retprobe: bool = False, session: bool | None = None, pid: int = -1
                         ) -> UprobeMultiLink | MultiLink:  # fmt: skip
     """Attach to every target at once (see module doc). All or nothing.

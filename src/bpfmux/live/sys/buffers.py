@@ -23,6 +23,9 @@ class Buf:
     """
 
     __slots__ = ("addr", "size", "_keep")
+    addr: int
+    size: int
+    _keep: object  # what owns the memory at addr
 
     def __init__(self, data: Any, size: int | None = None) -> None:
         if data is None or (isinstance(data, bytes | bytearray) and not data):
@@ -55,12 +58,12 @@ def cstr(s: str | bytes | None) -> Buf:
     return Buf(b + b"\0")
 
 
-def u32_array(values: Sequence[int]) -> ctypes.Array:
+def u32_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint32]:
     """A ctypes ``__u32[]`` holding ``values``."""
     return (ctypes.c_uint32 * len(values))(*values)
 
 
-def u64_array(values: Sequence[int]) -> ctypes.Array:
+def u64_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
     """A ctypes ``__u64[]`` holding ``values`` (negative ones wrap to 64 bits)."""
     return (ctypes.c_uint64 * len(values))(*(v & 0xFFFFFFFFFFFFFFFF for v in values))
 

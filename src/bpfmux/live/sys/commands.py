@@ -14,7 +14,7 @@ import enum
 import errno as _errno
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import ENOTSUPP, BpfError, VerifierError
 from ...uapi import AttachType, Cmd
@@ -597,7 +597,7 @@ def btf_load(data: bytes, *, log_level: int = 0, retry_with_log: bool = True) ->
         return Fd(ret, "btf")
     tail = "\n".join(log.strip().splitlines()[-8:])
     err = error("loading BTF", -ret, "the kernel rejected the BTF" + (f":\n{tail}" if tail else ""))
-    err.log = log  # type: ignore[attr-defined]
+    err.log = log
     raise err
 
 
@@ -606,7 +606,10 @@ def btf_load(data: bytes, *, log_level: int = 0, retry_with_log: bool = True) ->
 # ---------------------------------------------------------------------------
 
 
-def obj_get_info_by_fd(fd: Fd | int, info: ctypes.Structure) -> ctypes.Structure:
+_InfoT = TypeVar("_InfoT", bound=ctypes.Structure)
+
+
+def obj_get_info_by_fd(fd: Fd | int, info: _InfoT) -> _InfoT:
     """``BPF_OBJ_GET_INFO_BY_FD`` into ``info`` (a :class:`ProgInfo`,
     :class:`MapInfo`, :class:`BtfInfo` or :class:`LinkInfo`, whose pointer
     fields may point at output arrays).
@@ -624,7 +627,7 @@ def prog_info(fd: Fd | int) -> ProgInfo:
 
     :raises BpfError: ``fd`` is not a program.
     """
-    return obj_get_info_by_fd(fd, ProgInfo())  # type: ignore[return-value]
+    return obj_get_info_by_fd(fd, ProgInfo())
 
 
 def map_info(fd: Fd | int) -> MapInfo:
@@ -632,7 +635,7 @@ def map_info(fd: Fd | int) -> MapInfo:
 
     :raises BpfError: ``fd`` is not a map.
     """
-    return obj_get_info_by_fd(fd, MapInfo())  # type: ignore[return-value]
+    return obj_get_info_by_fd(fd, MapInfo())
 
 
 def link_info(fd: Fd | int) -> LinkInfo:
@@ -640,7 +643,7 @@ def link_info(fd: Fd | int) -> LinkInfo:
 
     :raises BpfError: ``fd`` is not a link.
     """
-    return obj_get_info_by_fd(fd, LinkInfo())  # type: ignore[return-value]
+    return obj_get_info_by_fd(fd, LinkInfo())
 
 
 def btf_info(fd: Fd | int) -> BtfInfo:
@@ -648,7 +651,7 @@ def btf_info(fd: Fd | int) -> BtfInfo:
 
     :raises BpfError: ``fd`` is not a BTF object.
     """
-    return obj_get_info_by_fd(fd, BtfInfo())  # type: ignore[return-value]
+    return obj_get_info_by_fd(fd, BtfInfo())
 
 
 def get_next_id(kind: ObjKind, start_id: int = 0) -> int | None:
@@ -663,7 +666,7 @@ def get_next_id(kind: ObjKind, start_id: int = 0) -> int | None:
         return None
     if ret < 0:
         raise error(f"listing {kind.name.lower()} ids", -ret)
-    return a.next_id
+    return int(a.next_id)
 
 
 def iter_ids(kind: ObjKind) -> list[int]:
@@ -793,7 +796,7 @@ def link_create_kprobe_multi(prog_fd: Fd | int, *, syms: Sequence[str] | None = 
     """
     if bool(syms) == bool(addrs):
         raise BpfError(_errno.EINVAL, "kprobe_multi: give either syms or addrs (not both, not neither)")
-    cnt = len(syms) if syms else len(addrs)  # type: ignore[arg-type]
+    cnt = len(syms or addrs or ())  # one of them, checked above
     if cookies is not None and len(cookies) != cnt:
         raise BpfError(_errno.EINVAL, f"kprobe_multi: {len(cookies)} cookies for {cnt} targets")
     keep: list[Any] = []
@@ -806,8 +809,8 @@ def link_create_kprobe_multi(prog_fd: Fd | int, *, syms: Sequence[str] | None = 
         ptrs = (ctypes.c_void_p * cnt)(*(ctypes.addressof(s) for s in strs))
         keep += [strs, ptrs]
         a.u.kprobe_multi.syms = ctypes.addressof(ptrs)
-    else:
-        arr = u64_array(addrs)  # type: ignore[arg-type]
+    elif addrs:
+        arr = u64_array(addrs)
         keep.append(arr)
         a.u.kprobe_multi.addrs = ctypes.addressof(arr)
     if cookies:
@@ -930,7 +933,7 @@ def task_fd_query(pid: int, fd: int, buf_len: int = 256) -> TaskFdInfo:
     try:
         kind = TaskFdType(a.fd_type)
     except ValueError:
-        kind = a.fd_type  # type: ignore[assignment]
+        kind = a.fd_type
     return TaskFdInfo(a.prog_id, kind, buf.value.decode(errors="replace"), a.probe_offset, a.probe_addr)
 
 

@@ -522,8 +522,10 @@ def verify(namespace: dict[str, object] | object, btf: Btf, classes: Sequence[_C
         py = ns.get(c.name)
         if py is None:
             raise GenerateError(f"{c.name} is missing")
-        if ctypes.sizeof(py) != c.size:  # type: ignore[arg-type]
-            raise GenerateError(f"{c.name}: {ctypes.sizeof(py)} bytes, the kernel's is {c.size}")  # type: ignore[arg-type]
+        if not (isinstance(py, type) and issubclass(py, ctypes.Structure | ctypes.Union)):
+            raise GenerateError(f"{c.name} is not a ctypes structure or union")
+        if ctypes.sizeof(py) != c.size:
+            raise GenerateError(f"{c.name}: {ctypes.sizeof(py)} bytes, the kernel's is {c.size}")
         for f in c.fields:
             desc = getattr(py, f.name)
             bit = desc.offset * 8

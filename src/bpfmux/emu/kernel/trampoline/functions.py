@@ -12,11 +12,14 @@ import fnmatch
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ....errors import NotFoundError, ParseError
 from ....uapi import BtfKind
 from .frame import MAX_ARGS, MAX_ARGS_SINGLE, U64
+
+if TYPE_CHECKING:
+    from ....btf import Btf
 
 _QUALIFIERS = (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT, BtfKind.TYPE_TAG)
 
@@ -123,13 +126,15 @@ class FunctionTable:
     #: name → FUNC id of functions not built yet (from BTF)
     _lazy: dict[str, int] = field(default_factory=dict)
     _lazy_ids: dict[int, str] = field(default_factory=dict)
-    _btf: object = None
+    _btf: Btf | None = None
     _addresses: Callable[[str, int], int] | None = None
+    #: name → index in BTF order of the functions from_btf found (what _addresses numbers them by)
+    _order: dict[str, int] = field(default_factory=dict)
     _type_cache: dict[int, Param] = field(default_factory=dict)
     _proto_cache: dict[int, tuple[tuple[Param, ...], Param]] = field(default_factory=dict)
 
     @classmethod
-    def from_btf(cls, btf: object, addresses: Callable[[str, int], int] | None = None) -> FunctionTable:
+    def from_btf(cls, btf: Btf, addresses: Callable[[str, int], int] | None = None) -> FunctionTable:
         """A table of every function (``FUNC``) of ``btf``.
 
         ``addresses(name, index)`` gives each function's address; by default
@@ -138,50 +143,54 @@ class FunctionTable:
         """
         t = cls()
         t._btf = btf
-        kind_of = btf.kind_of  # type: ignore[attr-defined]
-        for i in range(1, len(btf)):  # type: ignore[arg-type]
+        kind_of = btf.kind_of
+        for i in range(1, len(btf)):
             if kind_of(i) == BtfKind.FUNC:
-                name = btf[i].name  # type: ignore[index]
+                name = btf[i].name
                 if name not in t._lazy:
                     t._lazy[name] = i
                     t._lazy_ids[i] = name
         order = {n: k for k, n in enumerate(t._lazy)}
         t._addresses = addresses or (lambda name, index: TEXT_BASE + TEXT_STRIDE * index)
-        t._order = order  # type: ignore[attr-defined]
+        t._order = order
         return t
 
     def _param(self, type_id: int, name: str) -> Param:
         hit = self._type_cache.get(type_id)
         if hit is None:
+            from ....btf.types import Composite, Enum, Int, Ptr, _Ref
+
             btf = self._btf
-            k = btf.kind_of(type_id) if type_id else 0  # type: ignore[attr-defined]
-            t = btf[type_id] if type_id else None  # type: ignore[index]
-            if k in _QUALIFIERS:
-                hit = self._param(t.type_id, "")  # type: ignore[union-attr]
-            elif k == BtfKind.PTR:
-                hit = Param("", 8, pointer=True, target=self._struct_name(t.type_id))  # type: ignore[union-attr]
-            elif k == BtfKind.INT:
-                hit = Param("", t.size, bool(t.encoding & 1))  # type: ignore[union-attr]
-            elif k in (BtfKind.ENUM, BtfKind.ENUM64):
-                hit = Param("", t.size, bool(getattr(t, "signed", False)))  # type: ignore[union-attr]
-            elif k in (BtfKind.STRUCT, BtfKind.UNION):
-                hit = Param("", t.size, by_value_struct=True)  # type: ignore[union-attr]
-            elif k == 0:
+            assert btf is not None  # only a table from_btf has types to describe
+            t = btf[type_id] if type_id else None
+            if t is None or t.kind == BtfKind.UNKN:
                 hit = VOID
+            elif isinstance(t, _Ref) and t.kind in _QUALIFIERS:
+                hit = self._param(t.type_id, "")
+            elif isinstance(t, Ptr):
+                hit = Param("", 8, pointer=True, target=self._struct_name(t.type_id))
+            elif isinstance(t, Int):
+                hit = Param("", t.size, bool(t.encoding & 1))
+            elif isinstance(t, Enum):  # ENUM, ENUM64
+                hit = Param("", t.size, bool(t.signed))
+            elif isinstance(t, Composite):  # STRUCT, UNION
+                hit = Param("", t.size, by_value_struct=True)
             else:
                 hit = Param("", 8)
             self._type_cache[type_id] = hit
         return Param(name, hit.size, hit.signed, hit.pointer, hit.by_value_struct, hit.target) if name else hit
 
     def _struct_name(self, type_id: int) -> str | None:
+        from ....btf.types import Composite, _Ref
+
         btf = self._btf
+        assert btf is not None  # only a table from_btf has types to describe
         while type_id:
-            k = btf.kind_of(type_id)  # type: ignore[attr-defined]
-            t = btf[type_id]  # type: ignore[index]
-            if k in _QUALIFIERS:
+            t = btf[type_id]
+            if isinstance(t, _Ref) and t.kind in _QUALIFIERS:
                 type_id = t.type_id
                 continue
-            return t.name or None if k in (BtfKind.STRUCT, BtfKind.UNION) else None
+            return t.name or None if isinstance(t, Composite) else None
         return None
 
     def _build(self, name: str) -> KernelFunction | None:
@@ -189,16 +198,22 @@ class FunctionTable:
         if fid is None:
             return None
         del self._lazy_ids[fid]
-        btf = self._btf
-        proto_id = btf[fid].type_id  # type: ignore[index]
+        from ....btf.types import Func, FuncProto
+
+        btf, addresses = self._btf, self._addresses
+        assert btf is not None and addresses is not None  # from_btf set them with the lazy names
+        fn = btf[fid]
+        assert isinstance(fn, Func)  # from_btf took the FUNC ids
+        proto_id = fn.type_id
         hit = self._proto_cache.get(proto_id)
         if hit is None:
-            proto = btf[proto_id]  # type: ignore[index]
+            proto = btf[proto_id]
+            assert isinstance(proto, FuncProto)  # a FUNC's type is its prototype
             params = tuple(self._param(p.type_id, p.name or f"arg{i}") for i, p in enumerate(proto.params))
             ret = self._param(proto.return_type_id, "ret") if proto.return_type_id else VOID
             hit = self._proto_cache[proto_id] = (params, ret)
         params, ret = hit
-        f = KernelFunction(name, fid, self._addresses(name, self._order[name]), params, ret)  # type: ignore[misc, attr-defined]
+        f = KernelFunction(name, fid, addresses(name, self._order[name]), params, ret)
         self._by_name[name] = f
         self._by_id[fid] = f
         self._by_addr[f.addr] = f
@@ -257,8 +272,8 @@ class FunctionTable:
 
     def _next_addr(self) -> int:
         top = max(self._by_addr, default=TEXT_BASE - TEXT_STRIDE)
-        if self._lazy:
-            top = max(top, self._addresses(next(reversed(self._lazy)), len(self._order)))  # type: ignore[misc, attr-defined]
+        if self._lazy and self._addresses is not None:  # from_btf sets both
+            top = max(top, self._addresses(next(reversed(self._lazy)), len(self._order)))
         return top + TEXT_STRIDE
 
     def __len__(self) -> int:
@@ -322,7 +337,7 @@ class FunctionTable:
 
         m = re.compile(fnmatch.translate(pattern)).match
         out = [f for n, f in self._by_name.items() if m(n)]
-        out += [self._build(n) for n in [n for n in self._lazy if m(n)]]  # type: ignore[misc]
+        out += [f for n in [n for n in self._lazy if m(n)] if (f := self._build(n)) is not None]
         return out
 
 

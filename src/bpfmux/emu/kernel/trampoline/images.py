@@ -189,7 +189,7 @@ def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | 
         g[f"K{i}"] = a.kind
         g[f"A{i}"] = a.abi
         if a.kind.is_multi:
-            g[f"C{i}"] = a.cookies.get(func.addr, 0) if static else a.cookies
+            g[f"C{i}"] = a.cookies.get(func.addr, 0) if func is not None else a.cookies
         else:
             g[f"C{i}"] = a.cookie
     return types.FunctionType(code, g, "image"), size

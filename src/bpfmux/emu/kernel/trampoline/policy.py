@@ -25,13 +25,14 @@ import abc
 import contextlib
 import errno
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from ....errors import BpfError, ParseError
 from ....uapi import BPF_MAX_TRAMP_LINKS
 from .frame import ProgKind
 from .functions import KernelFunction
-from .images import Attachment, Costs, Image, build_filter, build_path, run_order
+from .images import Attachment, Costs, Image, TracingProgram, build_filter, build_path, run_order
 
 
 @contextlib.contextmanager
@@ -169,9 +170,9 @@ class TrampolinePolicy(abc.ABC):
                 self._drop_if_empty(st)
             self._refresh(funcs)
 
-    def replace_program(self, att: Attachment, prog: object) -> None:
+    def replace_program(self, att: Attachment, prog: TracingProgram) -> None:
         """Swap the program of an attachment everywhere it runs (link update)."""
-        att.prog = prog  # type: ignore[assignment]
+        att.prog = prog
         funcs = att.funcs if att.kind.is_multi else tuple(
             st.func for st in self.states.values() if att in st.own
         )
@@ -250,13 +251,13 @@ class TrampolinePolicy(abc.ABC):
             st = self.states.get(func)
             assert st is not None, f"{func.name}: site points at {img} but nothing is attached"
         for func, st in self.states.items():
-            img = self.sites.get(func)
-            assert img is not None, f"{func.name}: programs attached but its site is a no-op"
-            assert img.kind == self.expected_kind(st), f"{func.name}: {img.kind} image, expected {self.expected_kind(st)}"
-            assert img.plan(func) == st.order(), f"{func.name}: image runs {img.plan(func)}, expected {st.order()}"
-            assert func in img.refs, f"{func.name}: image does not know it serves this function"
-            if img.kind in ("standard", "clone", "per-function"):
-                assert img.refs == {func} and img.func is func, f"{img} serves {len(img.refs)} functions"
+            site = self.sites.get(func)
+            assert site is not None, f"{func.name}: programs attached but its site is a no-op"
+            assert site.kind == self.expected_kind(st), f"{func.name}: {site.kind} image, expected {self.expected_kind(st)}"
+            assert site.plan(func) == st.order(), f"{func.name}: image runs {site.plan(func)}, expected {st.order()}"
+            assert func in site.refs, f"{func.name}: image does not know it serves this function"
+            if site.kind in ("standard", "clone", "per-function"):
+                assert site.refs == {func} and site.func is func, f"{site} serves {len(site.refs)} functions"
         for img in self.images():
             for f in img.refs:
                 assert self.sites.get(f) is img, f"{img} lists {f.name} but that site points elsewhere"
@@ -321,7 +322,7 @@ class FilterPolicy(TrampolinePolicy):
         self._filters: dict[tuple[Attachment, ...], Image] = {}
         #: per filter image: address → generated branch of each function it
         #: serves that has its own programs (chain order = insertion order)
-        self._handlers: dict[Image, dict[int, tuple[object, int]]] = {}
+        self._handlers: dict[Image, dict[int, tuple[Callable[..., Any], int]]] = {}
 
     def expected_kind(self, st: FunctionState) -> str:
         return "filter" if st.multi else "standard"

@@ -63,7 +63,7 @@ class HelperTable:
         if not isinstance(hid, int) or hid < 0 or not callable(fn):
             raise BpfmuxError("register a helper as register(id: int >= 0, fn: callable)")
         self.table[hid] = fn
-        self.names[hid] = name or getattr(fn, "__name__", f"helper_{hid}")
+        self.names[hid] = name or str(getattr(fn, "__name__", f"helper_{hid}"))
         self.version += 1
 
     def unregister(self, hid: int) -> None:

@@ -61,6 +61,9 @@ class EmuMap(api.Map):
     :ivar key_codec: :ivar value_codec: optional codecs for the user API.
     """
 
+    #: one value per CPU (per-CPU array and hash maps set it)
+    percpu = False
+
     type: MapType = MapType.UNSPEC
     #: True when programs may look values up (and get a pointer).
     has_values = True
@@ -72,7 +75,7 @@ class EmuMap(api.Map):
         self.key_size = key_size
         self.value_size = value_size
         self.max_entries = max_entries
-        self.flags = flags
+        self.flags = flags  # type: ignore[assignment]  # the raw flag word; api.Map declares MapFlags
         self._fd = self.id = self.handle = -1
         self._closed = True
         self._validate(key_size, value_size, max_entries, flags)

@@ -238,7 +238,7 @@ class PerfEventArrayMap(_FdArray):
 
     def read(self) -> list[tuple[int, bytes]]:
         """Drain every buffer: ``(cpu, sample)`` pairs, CPU by CPU."""
-        out = []
+        out: list[tuple[int, bytes]] = []
         for slot in self.slots:
             if slot is not None:
                 out.extend((slot.cpu, rec) for rec in slot.drain())

@@ -58,7 +58,7 @@ class HashMap(EmuMap):
 
     def __init__(self, vm: Any, key_size: int, value_size: int, max_entries: int, **kw: Any) -> None:
         super().__init__(vm, key_size, value_size, max_entries, **kw)
-        self.elems: dict[bytes, _Elem] = OrderedDict() if self.lru else {}
+        self.elems: OrderedDict[bytes, _Elem] = OrderedDict() if self.lru else {}  # type: ignore[assignment]  # a dict unless LRU; only LRU uses move_to_end/popitem(last=)
         self.ncpu = vm.ncpus if self.percpu else 1
         self.evictions = 0
 
@@ -106,7 +106,7 @@ class HashMap(EmuMap):
                 for buf, v in zip(elem.bufs, values, strict=True):
                     buf[:] = v
             else:
-                elem.bufs[cpu][:] = value
+                elem.bufs[cpu][:] = value  # type: ignore[assignment]  # given when values is not
             if self.lru:
                 elems.move_to_end(key)
             return 0
@@ -122,7 +122,7 @@ class HashMap(EmuMap):
             bufs = [bytearray(v) for v in values]
         else:
             bufs = [bytearray(self.value_size) for _ in range(self.ncpu)]
-            bufs[cpu][:] = value
+            bufs[cpu][:] = value  # type: ignore[assignment]  # given when values is not
         elems[key] = _Elem(key, bufs)
         return 0
 
@@ -194,16 +194,16 @@ class HashMap(EmuMap):
 
 class _PercpuValues:
     def _out_value_any(self, raw: Any) -> Any:
-        return [self._out_value(v) for v in raw]  # type: ignore[attr-defined]
+        return [self._out_value(v) for v in raw]  # type: ignore[attr-defined]  # mixed into HashMap, which has it
 
     def _in_value(self, value: Any) -> Any:
-        ncpu = self.ncpu  # type: ignore[attr-defined]
+        ncpu = self.ncpu  # type: ignore[attr-defined]  # mixed into HashMap, which has it
         if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray | memoryview | str):
             if len(value) != ncpu:
-                raise BpfmuxError(f"map {self.name!r}: give one value per CPU ({ncpu}), "  # type: ignore[attr-defined]
+                raise BpfmuxError(f"map {self.name!r}: give one value per CPU ({ncpu}), "  # type: ignore[attr-defined]  # mixed into HashMap, which has it
                                   f"not {len(value)}")
-            return [self._value(v) for v in value]  # type: ignore[attr-defined]
-        return [self._value(value)] * ncpu  # type: ignore[attr-defined]
+            return [self._value(v) for v in value]  # type: ignore[attr-defined]  # mixed into HashMap, which has it
+        return [self._value(value)] * ncpu  # type: ignore[attr-defined]  # mixed into HashMap, which has it
 
 
 class PercpuHashMap(_PercpuValues, HashMap):
