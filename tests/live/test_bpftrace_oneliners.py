@@ -148,7 +148,11 @@ def test_lesson9_profile_kernel_stacks(lessons: list[str]) -> None:
         assert all(frame.match(f) for b, _ in blocks for f in b.splitlines())
     ours_funcs = {f.split("+")[0] for f in re.findall(r"^    (\S+)$", ours.stdout, re.M)}
     assert ours_funcs & {f.split("+")[0] for f in re.findall(r"^    (\S+)$", bt.stdout, re.M)}
-    assert not any(f.startswith(("bpf_prog_", "bpf_trace_run")) for f in ours_funcs)
+    # no stack starts in a BPF program (a JIT image's symbol, bpf_prog_<tag>_<name>) or its caller; frames such as
+    # bpf_prog_load are other processes on this shared machine loading programs, sampled like anything else
+    tops = [b.splitlines()[0].strip().split("+")[0] for b in re.findall(r"^@\[\n((?:    .*\n)+)\]: \d+$", ours.stdout, re.M)]
+    assert tops and not any(re.match(r"bpf_prog_[0-9a-f]{16}|bpf_overflow_handler|bpf_trace_run", f) for f in tops)
+    assert not re.search(r"^    bpf_prog_[0-9a-f]{16}", ours.stdout, re.M)
 
 
 def test_lesson10_scheduler_stacks_of_one_pid(lessons: list[str]) -> None:
