@@ -43,3 +43,32 @@ def pin_root(root_required: None):
     path = tempfile.mkdtemp(prefix="bpfmux-test-", dir="/sys/fs/bpf")
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+def corpus_dir() -> Path | None:
+    """The shared corpus (``../shared/corpus`` next to the checkout; from a git
+    worktree, next to the main checkout; ``$BPFMUX_CORPUS`` first), or ``None``."""
+    candidates = []
+    if os.environ.get("BPFMUX_CORPUS"):
+        candidates.append(Path(os.environ["BPFMUX_CORPUS"]))
+    candidates.append(ROOT.parent / "shared" / "corpus")
+    git = ROOT / ".git"
+    if git.is_file():  # a worktree: "gitdir: <main>/.git/worktrees/<name>"
+        text = git.read_text().strip()
+        if text.startswith("gitdir:"):
+            gitdir = Path(text.split(":", 1)[1].strip())
+            for parent in gitdir.parents:
+                if parent.name == ".git":
+                    candidates.append(parent.parent.parent / "shared" / "corpus")
+                    break
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+@pytest.fixture(scope="session")
+def bpftrace_tools() -> Path:
+    """``bpftrace-tools`` of the shared corpus (bpftrace 0.17's tools and docs); skips when absent."""
+    base = corpus_dir()
+    if base is None or not (base / "bpftrace-tools" / "tools").is_dir():
+        pytest.skip("the shared corpus (../shared/corpus/bpftrace-tools) is not next to this checkout; "
+                    "set BPFMUX_CORPUS to its path")
+    return base / "bpftrace-tools"

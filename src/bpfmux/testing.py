@@ -12,6 +12,12 @@ Installed with bpfmux (entry point ``pytest11``), or enable it explicitly with
     the test's emulator and returns its collection (closed afterwards).
 ``emulator_factory``
     ``emulator_factory(**options)`` for tests that need several emulators.
+``bpftrace_script``
+    ``bpftrace_script(text, workload, *params, unsafe=False, json=False)``
+    runs a bpftrace script on the test's emulator (no root) and returns what
+    bpftrace would have printed; ``workload`` is a workload spec such as
+    ``"sys:getpid*3"``, a call-stream file, or a function called with the
+    emulator once the probes are attached.
 
 Example (``test_counter.py``)::
 
@@ -25,6 +31,12 @@ Example (``test_counter.py``)::
     @pytest.mark.bpfmux(policy="per-function")
     def test_same_under_mainline_design(emulator, bpf_object):
         ...
+
+Testing a bpftrace script::
+
+    def test_counts_getpid(bpftrace_script):
+        out = bpftrace_script('t:syscalls:sys_enter_getpid { @[comm] = count(); }', "sys:getpid*3")
+        assert "@[bpfmux-emu]: 3" in out
 
 Nothing here touches the host kernel: programs run on bpfmux's VM against
 emulated kernel functions, tracepoints and kprobes.
@@ -116,3 +128,17 @@ def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callab
 
     yield load
     close_all(loaded)
+
+
+@pytest.fixture
+def bpftrace_script(emulator: Any) -> Callable[..., str]:
+    """``run(text, workload="", *params, unsafe=False, json=False)``: a bpftrace
+    script on the test's emulator; returns what bpftrace would have printed."""
+    from .bpftrace.emulated import run_emulated
+    from .bpftrace.runtime import Options
+
+    def run(text: str, workload: Any = "", *params: str, unsafe: bool = False, json: bool = False) -> str:
+        return run_emulated(text, workload, emulator=emulator,
+                            options=Options(params=list(params), unsafe=unsafe, json=json))  # fmt: skip
+
+    return run

@@ -381,7 +381,8 @@ def _one_line(text: str) -> str:
 
 def error_line(err: BaseException, prog: str | None = None) -> str:
     """The one line printed for an error (no traceback); the only place that
-    formats it.
+    formats it. A script error (one with an ``excerpt``) adds the script's line
+    and a caret under the construct.
 
     :param prog: the command whose ``--help`` a usage error points to
         (``"bpfmux trace"``).
@@ -394,6 +395,9 @@ def error_line(err: BaseException, prog: str | None = None) -> str:
         return (f"bpfmux: the kernel's verifier rejected a program: {first} "
                 "(run with --debug for the verifier log)")  # fmt: skip
     if isinstance(err, CliError | ParseError):
+        excerpt = getattr(err, "excerpt", "")
+        if isinstance(excerpt, str) and excerpt:  # a script error: its line, with a caret under the construct
+            return f"bpfmux: error: {_one_line(str(err))}\n{excerpt}"
         text = f"bpfmux: error: {err}"
     elif isinstance(err, NotSupportedError):
         text = f"bpfmux: not supported: {err}"

@@ -24,9 +24,13 @@ SUBCOMMANDS = [
     "features",
     "objdump",
     "trace",
+    "bpftrace",
     "run",
     "emulate",
 ]
+
+#: other names of subcommands (``bpfmux bt`` is ``bpfmux bpftrace``)
+ALIASES = {"bt": "bpftrace"}
 
 
 EPILOG = """\
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str], args: argparse.Namespace) -> int:
     """Parse ``argv`` into ``args`` (which the guard reads ``--debug`` from) and
     run the subcommand."""
-    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
+    first = ALIASES.get(argv[0], argv[0]) if argv else None
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     parser.parse_args(argv, namespace=args)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -59,6 +59,7 @@ examples:
   bpfmux trace 't:syscalls:sys_enter_*' -d 2 --json        machine-readable counts
   bpfmux trace 'k:bpf_fentry_test*' --emulate 'bpf_fentry_test1(1)*3'
                                                            the same tracer on the emulated kernel, no root
+  bpfmux trace -l 'tracepoint:sched:*'                     list probes (as bpftrace -l does; -v: fields)
 
 exit status: 0 after results were printed (also after Ctrl-C once tracing),
 1 on an error (one line; --debug adds the traceback), 2 on bad usage (a
@@ -72,7 +73,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("trace", help="count/time/decode probes (bpftrace-style specs, generated programs)",
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("probes", nargs="+", metavar="PROBE", help="probe spec(s), see above")
+    p.add_argument("probes", nargs="*", metavar="PROBE", help="probe spec(s), see above (with -l: a pattern)")
+    p.add_argument("-l", "--list", action="store_true",
+                   help="list the probes matching PROBE (a glob such as 'tracepoint:syscalls:*'; -v adds tracepoint "
+                        "fields) instead of tracing")  # fmt: skip
     m = p.add_mutually_exclusive_group()
     m.add_argument("--count", dest="mode", action="store_const", const="count", help="count hits (default)")
     m.add_argument("--latency", dest="mode", action="store_const", const="latency",
@@ -111,6 +115,8 @@ def _check_usage(args: argparse.Namespace) -> tuple[list[Any], int]:
     """
     from ..trace import parse_probes
 
+    if not args.probes:
+        raise UsageError("give at least one probe spec, e.g. 'tracepoint:syscalls:sys_enter_*' (-l lists them)")
     with user_input():
         specs = parse_probes(args.probes)
     with user_input("--min-latency"):
@@ -150,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..trace import TraceOptions, Tracer
 
+    if args.list:
+        return _list(args)
     specs, min_latency = _check_usage(args)
     opts = TraceOptions(mode=args.mode, by=args.by, pid=args.pid, comm=args.comm, min_latency=min_latency)
     if args.emulate is not None:
@@ -166,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
             child = HeldChild(args.command)
             opts.pid = child.pid
+            opts.skip_comm = child.comm  # what the helper does before its exec is not the command's
         try:
             tracer = Tracer(specs, opts)
             tracer.start()
@@ -189,6 +198,21 @@ def run(args: argparse.Namespace) -> int:
             return _loop(args, tracer, child, announce)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _list(args: argparse.Namespace) -> int:
+    """``-l [PATTERN]``: the probes of this machine matching the pattern, sorted (bpftrace's listing)."""
+    from ..trace.listing import list_probes
+
+    if len(args.probes) > 1:
+        raise UsageError("-l takes one pattern, e.g. -l 'tracepoint:sched:*'")
+    with user_input("-l"):
+        rows = list_probes(args.probes[0] if args.probes else "*:*", verbose=args.verbose)
+    for name, details in rows:
+        sys.stdout.write(name + "\n")
+        for d in details:
+            sys.stdout.write(f"    {d}\n")
+    return 0
 
 
 def _run_emulated(args: argparse.Namespace, specs: list[Any], opts: Any) -> int:
@@ -390,10 +414,10 @@ def _print_results(args: argparse.Namespace, tracer: Any, snap: Any, since: Any,
                 if periodic:
                     d["time"] = round(time.time(), 3)
                 out.write(json.dumps(d) + "\n")
-        else:
+        else:  # busiest last, as bpftrace prints: the busiest rows stay on screen after Ctrl-C
             if periodic:
                 out.write(time.strftime("%H:%M:%S") + "\n")
-            out.write(count_text(rows, by) + "\n")
+            out.write(count_text(rows[::-1], by) + "\n")
             if not rows:
                 out.write("(no hits)\n")
             if periodic:
@@ -403,7 +427,7 @@ def _print_results(args: argparse.Namespace, tracer: Any, snap: Any, since: Any,
             for rec in latency_records(snap, tracer.probes, by):
                 out.write(json.dumps(rec) + "\n")
         else:
-            text = latency_text(snap, tracer.probes, by)
+            text = latency_text(snap, tracer.probes, by, busiest_last=True)
             out.write((text or "(no calls)") + "\n")
     elif args.mode == "stacks":
         _print_stacks(args, tracer, snap)
@@ -415,6 +439,8 @@ def _print_stacks(args: argparse.Namespace, tracer: Any, snap: Any) -> None:
     items = sorted(snap.stacks.items(), key=lambda kv: -kv[1])
     if args.top:
         items = items[: args.top]
+    if not args.json:
+        items = items[::-1]  # busiest last, as bpftrace prints
     out = sys.stdout
     if not items:
         out.write("(no samples)\n")

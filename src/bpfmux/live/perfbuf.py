@@ -24,7 +24,6 @@ is consumed.
 
 from __future__ import annotations
 
-import asyncio
 import errno as _errno
 import mmap
 import select
@@ -263,6 +262,8 @@ class PerfBuffer:
 
     async def events(self) -> AsyncIterator[tuple[int, Any]]:
         """Async iterator of ``(cpu, data)``; the loop watches every CPU's event fd."""
+        import asyncio  # only async readers pay for it (the import costs ~0.1 s)
+
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         while not self._closed:

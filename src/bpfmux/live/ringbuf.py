@@ -29,7 +29,6 @@ that cannot reserve space must count that itself, e.g. in a global).
 
 from __future__ import annotations
 
-import asyncio
 import errno as _errno
 import mmap
 import select
@@ -331,6 +330,8 @@ class RingBuffer:
 
     async def events(self) -> AsyncIterator[Any]:
         """Async iterator of events; waits on the epoll fd with the running loop."""
+        import asyncio  # only async readers pay for it (the import costs ~0.1 s)
+
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         while not self._closed:
@@ -351,6 +352,8 @@ class RingBuffer:
         :returns: records delivered (0 on timeout).
         """
         if self.available() <= 0:
+            import asyncio
+
             loop = asyncio.get_running_loop()
             ready = asyncio.Event()
             # the loop watches the map fd itself (a nested epoll fd can miss wakeups)

@@ -18,8 +18,22 @@
 
 from __future__ import annotations
 
-from .engine import Snapshot, Tracer
+from typing import TYPE_CHECKING, Any
+
 from .plan import TraceOptions
 from .spec import ProbeSpec, parse_probe, parse_probes
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Snapshot, Tracer
+
 __all__ = ["ProbeSpec", "Snapshot", "TraceOptions", "Tracer", "parse_probe", "parse_probes"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Tracer`` and ``Snapshot`` are imported on first use (the planner alone,
+    as ``bpfmux bpftrace`` uses it, does not load the engine and its programs)."""
+    if name in ("Tracer", "Snapshot"):
+        from . import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,13 @@ import signal
 
 from ..errors import BpfError, ParseError
 
-__all__ = ["HeldChild"]
+__all__ = ["HELD_COMM", "HeldChild"]
+
+#: The command name of a child held before ``exec``: the tracer's programs
+#: skip it, so what the helper does between the fork and the ``exec`` (the
+#: end of its wait, closing the pipes, entering ``execve``) is not counted for
+#: the command. ``exec`` gives the process the command's own name.
+HELD_COMM = "bpfmux-held"
 
 
 class HeldChild:
@@ -37,6 +43,7 @@ class HeldChild:
                 os.close(w)
                 os.close(er)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _set_comm(HELD_COMM)
                 os.set_inheritable(ew, False)
                 if os.read(r, 1) != b"g":
                     os._exit(0)
@@ -51,6 +58,9 @@ class HeldChild:
         self.pid = pid
         self._go = w
         self._err = er
+
+    #: the name the child has until it execs (what ``TraceOptions.skip_comm`` filters)
+    comm = HELD_COMM
 
     def release(self) -> None:
         """Let the child exec its command.
@@ -93,3 +103,14 @@ class HeldChild:
             self._err = -1
         if self.status is None:
             self.wait()
+
+
+def _set_comm(name: str) -> None:
+    """``prctl(PR_SET_NAME)`` of the calling process (best effort)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass

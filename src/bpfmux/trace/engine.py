@@ -233,7 +233,7 @@ class Tracer:
     def _spec(self, g: Group, idx: P.IdxSource, imm: int = 0, payload: P.Payload = P.Payload.REGS,
               nargs: int = 0) -> P.Spec:  # fmt: skip
         o = self.options
-        return P.Spec(self._action(g), idx, imm=imm, filters=P.Filters(o.pid, o.comm), by_pid=o.by == "pid",
+        return P.Spec(self._action(g), idx, imm=imm, filters=P.Filters(o.pid, o.comm, o.skip_comm), by_pid=o.by == "pid",
                       by_comm=o.by == "comm", min_latency=o.min_latency, payload=payload, nargs=nargs)
 
     def _load(self, spec: P.Spec, prog_type: ProgType, name: str, *, attach: AttachType | None = None,

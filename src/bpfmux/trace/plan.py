@@ -74,6 +74,8 @@ class TraceOptions:
     :ivar pid: only this process (tgid).
     :ivar comm: only processes with this command name.
     :ivar min_latency: latency mode: ignore calls faster than this (ns).
+    :ivar skip_comm: ignore processes with this command name (``-c``'s
+        child before its ``exec``: :data:`bpfmux.trace.child.HELD_COMM`).
     """
 
     mode: str = "count"
@@ -81,6 +83,7 @@ class TraceOptions:
     pid: int | None = None
     comm: str | None = None
     min_latency: int = 0
+    skip_comm: str | None = None
 
 
 @dataclass
@@ -172,14 +175,28 @@ def _kernel_functions(spec: ProbeSpec, r: Resolver) -> list[str]:
 
 
 def _uprobe_functions(spec: ProbeSpec) -> tuple[str, list[tuple[str, int]]]:
+    """The functions a uprobe spec names. Aliases (``strtol``, ``strtoll``,
+    ``strtoq`` at one address) are each a probe of their own, as in bpftrace:
+    each fires on every call of the address.
+
+    :raises NotFoundError: no such binary, symbol, or a glob matching nothing.
+    """
     from ..host.targets import resolve_uprobe_targets
 
-    groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
+    try:
+        groups = resolve_uprobe_targets([f"{spec.path}:{spec.name}"])
+    except NotFoundError as e:
+        if e.kind != "function symbol":
+            raise
+        listing = f"list its functions with 'bpfmux trace -l uprobe:{spec.path}:*'"
+        if is_glob(spec.name):
+            raise NotFoundError("function", spec.name, f"the glob matches nothing in {spec.path}; {listing}") from None
+        raise NotFoundError("function", spec.name, f"{spec.path} has no such function; {listing}") from None
     (path, (funcs, _, _)), = groups.items()
-    seen: dict[int, str] = {}
+    seen: dict[str, int] = {}
     for name, off in funcs:
-        seen.setdefault(off, name)  # aliases at one offset are one probe
-    return path, [(n, o) for o, n in seen.items()]
+        seen.setdefault(name, off)  # a symbol listed twice (versions, .symtab and .dynsym) is one probe
+    return path, list(seen.items())
 
 
 def plan(specs: list[ProbeSpec], opts: TraceOptions, resolver: Resolver) -> tuple[list[Group], list[Probe]]:

@@ -124,10 +124,12 @@ class Payload(enum.Enum):
 
 @dataclass(frozen=True)
 class Filters:
-    """In-kernel filters. ``pid`` is a process id (tgid), ``comm`` a command name."""
+    """In-kernel filters. ``pid`` is a process id (tgid), ``comm`` a command
+    name; ``skip_comm`` a command name to ignore."""
 
     pid: int | None = None
     comm: str | None = None
+    skip_comm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,12 @@ def _filters(a: Asm, f: Filters) -> None:
         a.mov(R1, R10).add(R1, _COMM).mov(R2, 16).call(H.get_current_comm)
         a.ldxdw(R1, R10, _COMM).ld_imm64(R2, lo).jne(R1, R2, "out")
         a.ldxdw(R1, R10, _COMM + 8).ld_imm64(R2, hi).jne(R1, R2, "out")
+    if f.skip_comm is not None:
+        lo, hi = _comm_words(f.skip_comm)
+        a.mov(R1, R10).add(R1, _COMM).mov(R2, 16).call(H.get_current_comm)
+        a.ldxdw(R1, R10, _COMM).ld_imm64(R2, lo).jne(R1, R2, "filters_passed")
+        a.ldxdw(R1, R10, _COMM + 8).ld_imm64(R2, hi).jeq(R1, R2, "out")
+        a.label("filters_passed")
 
 
 def _index(a: Asm, spec: Spec) -> None:

@@ -125,10 +125,13 @@ def _lat_groups(snap: Snapshot, probes: Sequence[Probe]) -> list[tuple[tuple[int
     return out
 
 
-def latency_text(snap: Snapshot, probes: Sequence[Probe], by: str | None, unit: str = "ns") -> str:
-    """One histogram per probe (and pid/comm), busiest first, with count and average."""
+def latency_text(snap: Snapshot, probes: Sequence[Probe], by: str | None, unit: str = "ns", *,
+                 busiest_last: bool = False) -> str:
+    """One histogram per probe (and pid/comm), busiest first (``busiest_last``:
+    last, as bpftrace prints maps), with count and average."""
     parts = []
-    for (idx, pid, comm), hist, n in _lat_groups(snap, probes):
+    groups = _lat_groups(snap, probes)
+    for (idx, pid, comm), hist, n in (groups[::-1] if busiest_last else groups):
         who = f", pid {pid}" if by == "pid" else (f", comm {comm}" if by == "comm" else "")
         avg = ""
         if by is None and idx in snap.latsum and n:

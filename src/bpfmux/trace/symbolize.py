@@ -18,7 +18,17 @@ from typing import Protocol
 from ..errors import BpfmuxError, ParseError
 from ..host.files import MiB, read_text
 
-__all__ = ["Symbolizer", "parse_maps"]
+__all__ = ["BPF_FRAMES", "Symbolizer", "parse_maps"]
+
+#: Kernel functions of the BPF machinery that sit above the place an event
+#: happened: a raw tracepoint program's stack starts in the program and
+#: ``bpf_trace_runN``, a kprobe_multi program's in the fprobe handlers. They
+#: are dropped from the top of kernel stacks so a stack starts where
+#: bpftrace's starts (its tracepoint programs are perf tracepoint programs,
+#: whose stacks begin at the tracepoint's iterator).
+BPF_FRAMES = ("bpf_prog_", "bpf_trace_run", "__bpf_trace_", "bpf_trampoline_", "__bpf_prog_run", "trace_call_bpf",
+              "bpf_get_stackid", "bpf_get_stack", "bpf_overflow_handler", "__perf_event_overflow",
+              "kprobe_multi_link_handler", "kprobe_multi_link_prog_run", "fprobe_", "rethook_")  # fmt: skip
 
 
 class StackSource(Protocol):
@@ -72,6 +82,23 @@ class Symbolizer:
         self._maps: dict[int, list[tuple[int, int, int, str]]] = {}
         self._elf: dict[str, _Table | None] = {}
 
+    def kernel_symbol(self, ip: int) -> tuple[str, int] | None:
+        """``(function, offset)`` of a kernel address (``None`` when unknown)."""
+        self.kernel(ip)
+        assert self._kernel is not None
+        return self._kernel.find(ip, sized=False)
+
+    def user_symbol(self, pid: int, ip: int) -> tuple[str, int, str] | None:
+        """``(function, offset, file path)`` of a user address of process ``pid``
+        (``None`` when unknown)."""
+        self.remember(pid)
+        for lo, hi, off, path in self._maps.get(pid, ()):
+            if lo <= ip < hi:
+                table = self._elf_table(path)
+                hit = table.find(ip - lo + off, sized=True) if table else None
+                return (hit[0], hit[1], path) if hit else None
+        return None
+
     def kernel(self, ip: int) -> str:
         """``func+0x1f`` (or the hex address when unknown)."""
         if self._kernel is None:
@@ -122,8 +149,19 @@ class Symbolizer:
                 return f"{hit[0]}+{hit[1]:#x} ({base})" if hit else f"{ip:#x} ({base})"
         return f"{ip:#x}"
 
+    def strip_bpf_frames(self, ips: list[int]) -> list[int]:
+        """A kernel stack without the :data:`BPF_FRAMES` at its top (all of it when nothing else is left)."""
+        i = 0
+        while i < len(ips):
+            hit = self.kernel_symbol(ips[i])
+            if hit is None or not hit[0].startswith(BPF_FRAMES):
+                break
+            i += 1
+        return ips[i:] if i < len(ips) else ips
+
     def symbolize(self, tracer: StackSource, kstack: int, ustack: int, pid: int) -> tuple[list[str], list[str]]:
-        """(kernel frames, user frames) of two stack ids, innermost first."""
-        k = [self.kernel(ip) for ip in tracer.stack(kstack)]
+        """(kernel frames, user frames) of two stack ids, innermost first; the
+        kernel stack starts where the event happened (:meth:`strip_bpf_frames`)."""
+        k = [self.kernel(ip) for ip in self.strip_bpf_frames(tracer.stack(kstack))]
         u = [self.user(pid, ip) for ip in tracer.stack(ustack)]
         return k, u
