@@ -23,33 +23,14 @@ from bpfmux.emu import Emulator
 
 pytestmark = pytest.mark.usefixtures("corpus")
 
-_R0 = "the emulated verifier's R0 at the exit of a static subprogram (branch verifier)"
-_MOV32 = "the emulated verifier models 'w1 = w6' as an OR with 0 and loses the index bounds (branch verifier)"
-_COOKIE = "the emulated verifier does not take a PTR_TO_BTF_ID sock in bpf_get_socket_cookie (branch verifier)"
-_RODATA = ("the emulated verifier does not read frozen .rodata as constants, so it walks the branch the "
-           "kernel prunes (targ_single is true on this kernel)")
-_CTXOFF = "the emulated verifier refuses a tp_btf context read through a moved pointer (ctx + 8) the kernel allows"
+#: tool → program → why this kernel's and the emulator's verifiers disagree (none since the
+#: emulated verifier follows the kernel's algorithm: R0 at the main exit only, 32-bit moves
+#: keep their bounds, socket pointers in bpf_get_socket_cookie, frozen .rodata read as
+#: constants, tp_btf context reads through a moved pointer)
+KNOWN: dict[str, dict[str, str]] = {}
 
-#: tool → program → why this kernel's and the emulator's verifiers disagree
-KNOWN: dict[str, dict[str, str]] = {
-    "biolatency": {"block_rq_insert_btf": _RODATA, "block_rq_issue_btf": _RODATA},
-    "biosnoop": {"block_rq_insert": _RODATA, "block_rq_issue": _RODATA},
-    "bitesize": {"block_rq_issue": _CTXOFF},
-    "klockstat": {"kprobe_mutex_unlock": _R0, "kprobe_up_read": _R0, "kprobe_up_write": _R0},
-    "sigsnoop": {"kill_entry": _R0, "tkill_entry": _R0, "tgkill_entry": _R0},
-    "softirqs": {"softirq_exit_btf": _MOV32, "softirq_exit": _MOV32},
-    "tcppktlat": {"tcp_probe_btf": _COOKIE, "tcp_rcv_space_adjust_btf": _COOKIE, "tcp_destroy_sock_btf": _COOKIE},
-}
-
-#: tool → program → why the emulated kernel rejects it with the tool's own settings there (fentry chosen, …)
-KNOWN_EMULATED: dict[str, dict[str, str]] = {
-    "klockstat": {"mutex_unlock": _R0, "up_read": _R0, "up_write": _R0},
-    "biolatency": {"block_rq_issue_btf": _RODATA},
-    "biosnoop": {"block_rq_issue": _RODATA},
-    "bitesize": {"block_rq_issue": _CTXOFF},
-    "softirqs": {"softirq_exit_btf": _MOV32},
-    "tcppktlat": KNOWN["tcppktlat"],
-}
+#: tool → program → why the emulated kernel rejects it with the tool's own settings there
+KNOWN_EMULATED: dict[str, dict[str, str]] = {}
 
 
 @pytest.fixture(scope="module")
