@@ -77,6 +77,20 @@ def _set_rodata(spec: Any, name: str, value: str) -> None:
         raise CliError(f"--set {name}: the object has no read-only global (const volatile) called {name!r}") from None
 
 
+def _check_event_type(spec: Any, wanted: str) -> None:
+    """``--event-type STRUCT`` names a struct of the object's BTF (checked
+    before anything is loaded, not when the first event arrives).
+
+    :raises CliError: the object has no BTF, or no struct of that name.
+    """
+    if spec.btf is None:
+        raise CliError(f"--event-type {wanted}: the object has no BTF to find the struct in")
+    try:
+        spec.btf.find(wanted, "struct")
+    except KeyError:
+        raise CliError(f"--event-type {wanted}: the object's BTF has no struct {wanted!r}") from None
+
+
 def _event_codec(spec: Any, size: int, wanted: str | None) -> Any:
     from ..btf.codec import codec
 
@@ -166,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
     spec = load_object(args.object)
     for name, value in pairs:
         _set_rodata(spec, name, value)
+    if args.event_type:
+        _check_event_type(spec, args.event_type)
     ensure_root("bpfmux run")
     ensure_tracefs()
     links: list[Any] = []
