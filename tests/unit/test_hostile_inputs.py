@@ -425,3 +425,71 @@ def test_cache_dir_that_is_a_symlink_is_not_used(tmp_path: Path) -> None:
     link = tmp_path / "cache"
     link.symlink_to(target)
     assert cache_dir(link) is None
+
+
+def _plant(root: Path, name: str, tmp_path: Path) -> tuple[Path, Path]:
+    victim = tmp_path / f"victim-{name}"
+    victim.write_text("precious")
+    planted = root / name
+    planted.symlink_to(victim)
+    return planted, victim
+
+
+def test_features_cache_writer_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    """live.features: the per-boot cache file replaced by a symlink to a
+    victim file is neither read nor written through."""
+    if os.geteuid() != 0:
+        pytest.skip("probing features loads programs: needs root")
+    from bpfmux.host.cache import boot_id, cache_dir, read_json
+    from bpfmux.live.features import Features
+    from bpfmux.uapi import ProgType
+
+    root = cache_dir(tmp_path / "cache")
+    assert root is not None and boot_id() is not None
+    planted, victim = _plant(root, f"features-{os.uname().release}-{boot_id()}.json", tmp_path)
+    f = Features(cache_dir=root)
+    assert f._mem == {}  # nothing read through the link
+    f.prog_type(ProgType.SOCKET_FILTER)
+    f.save()
+    assert victim.read_text() == "precious"
+    assert not planted.is_symlink() and "prog:1" in read_json(planted)
+    assert [p.name for p in root.iterdir()] == [planted.name]  # no temporary file left
+
+
+def test_btf_ids_cache_writer_never_follows_a_planted_symlink(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """live.btf_ids: likewise, through $XDG_CACHE_HOME."""
+    from bpfmux.host.cache import boot_id, read_json
+    from bpfmux.live.btf_ids import BtfIds
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "xdg" / "bpfmux"
+    root.mkdir(parents=True, mode=0o700)
+    planted, victim = _plant(root, f"btf-ids-{boot_id()}.json", tmp_path)
+
+    class _Btf:
+        def find_ids(self, name: str, kind: str) -> list[int]:
+            return [42]
+
+    assert BtfIds(_Btf).get("some_func") == 42
+    assert victim.read_text() == "precious"
+    assert not planted.is_symlink() and read_json(planted) == {"func:some_func": 42}
+    assert [p.name for p in root.iterdir()] == [planted.name]
+
+
+@pytest.mark.parametrize("problem", ["open to others", "another owner", "a file"])
+def test_a_cache_dir_others_could_plant_in_is_not_used(tmp_path: Path, problem: str) -> None:
+    from bpfmux.host.cache import cache_dir
+
+    d = tmp_path / "cache"
+    if problem == "a file":
+        d.write_text("")
+    else:
+        d.mkdir(mode=0o700)
+    if problem == "open to others":
+        d.chmod(0o777)
+    elif problem == "another owner":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(d, 65534, 65534)
+    assert cache_dir(d) is None
