@@ -6,7 +6,8 @@ keeps it busy for many seconds, waits until its SIGINT handler is installed
 (``SigCgt`` in ``/proc/PID/status``) and the command is at work, sends
 SIGINT and expects the command to end with its status (130 when interrupted
 before there was anything to report, 0 when ``trace``/``run`` show what they
-collected) and without a traceback.
+collected) and without a traceback, in bounded memory (its own peak RSS,
+measured with ``resource.getrusage`` as in ``tests/unit/test_hostile_inputs.py``).
 
 The timeouts only stop a hang; nothing here is about speed.
 """
@@ -24,6 +25,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BPF = ROOT / "tests" / "bpf"
+MiB = 1 << 20
+#: Runs ``bpfmux ARGS``, then writes the process's own peak RSS (KiB) to $BOUNDS_RSS (as tests/unit/test_hostile_inputs).
+_MEASURE = """
+import os, resource, runpy, sys
+inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sys.argv = ["bpfmux"] + sys.argv[1:]
+try:
+    runpy.run_module("bpfmux.cli.main", run_name="__main__", alter_sys=True)
+finally:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if peak <= inherited:  # the parent's peak, carried over exec: read this memory map's own
+        with open("/proc/self/status") as status:
+            peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["BOUNDS_RSS"], "w") as f:
+        f.write(str(peak))
+"""
 SIGINT_BIT = 1 << (signal.SIGINT - 1)
 
 
@@ -41,12 +58,14 @@ def interrupted(tmp_path: Path, args: list[str], ready: str | None = None, settl
                 env: dict[str, str] | None = None) -> tuple[int, str]:
     """Start ``bpfmux ARGS`` with SIGINT ignored, interrupt it once it is at
     work (its handler installed, ``ready`` printed on stderr if given, then
-    ``settle`` seconds) and return its exit status and stderr."""
+    ``settle`` seconds) and return its exit status and stderr. Its peak
+    memory stays under 300 MiB."""
     err_path = tmp_path / "stderr"
+    rss = tmp_path / "rss"
     with open(err_path, "w") as err:
-        p = subprocess.Popen([sys.executable, "-m", "bpfmux.cli.main", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+        p = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], cwd=ROOT, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_background,
-                             env=dict(os.environ, **(env or {})))
+                             env=dict(os.environ, BOUNDS_RSS=str(rss), **(env or {})))
     try:
         deadline = time.monotonic() + 60
         while not _sigmask(p.pid, "SigCgt") & SIGINT_BIT:
@@ -68,6 +87,7 @@ def interrupted(tmp_path: Path, args: list[str], ready: str | None = None, settl
             p.wait()
     err_text = err_path.read_text()
     assert "Traceback" not in err_text, err_text[-3000:]
+    assert int(rss.read_text()) * 1024 < 300 * MiB
     return status, err_text
 
 
