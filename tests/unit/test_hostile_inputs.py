@@ -336,9 +336,12 @@ def _padding_btf() -> bytes:
 
 def test_c_dump_writes_a_huge_gap_as_one_array() -> None:
     text = dump_c(Btf.parse(_padding_btf()))
-    assert len(text) < 2000
+    assert len(text) < 10_000
     assert "char __bpfmux_pad_4[4294967291];" in text
-    assert "char __bpfmux_pad_4[4092];" in text  # struct gap: 4092 bytes between a and b
+    # struct gap: 4092 bytes between a and b, up to a page written as bpftool does, one 'long: 64;' per 8 bytes
+    gap = text[text.index("struct gap {"):]
+    gap = gap[:gap.index("};")]
+    assert gap.count("long: 64;") == 511 and "__bpfmux_pad" not in gap
 
 
 def test_btf_dump_c_of_the_padding_btf_is_small(tmp_path: Path) -> None:
@@ -346,7 +349,7 @@ def test_btf_dump_c_of_the_padding_btf_is_small(tmp_path: Path) -> None:
     f.write_bytes(_padding_btf())
     r, rss = measured(tmp_path, "btf", "dump", "--format", "c", str(f))
     assert r.returncode == 0, r.stderr
-    assert len(r.stdout) < 2000 and rss < 200 * MiB
+    assert len(r.stdout) < 10_000 and rss < 200 * MiB
 
 
 @pytest.mark.parametrize("args", [["objdump", "/dev/zero"], ["btf", "dump", "/dev/zero"],
