@@ -291,21 +291,22 @@ def _dump_maps(args: argparse.Namespace, coll: Any) -> None:
         t = int(m.info().type)
         if t in skip or name.startswith(".rodata") or name == ".kconfig":
             continue
+        # entry by entry: a map of millions of entries is never held as a list
+        sys.stdout.write(json.dumps({"map": name})[:-1] + ', "items": [' if args.json else f"\n{name}:\n")
+        n = 0
         try:
-            items = list(m.items())
+            for k, v in m.items():
+                if args.json:
+                    sys.stdout.write((", " if n else "") + json.dumps([_plain(k), _plain(v)]))
+                elif isinstance(v, list) and v and all(isinstance(x, int) for x in v) and t in (
+                        MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH):
+                    sys.stdout.write(f"  {_text(k)}: {sum(v)} (per CPU: {', '.join(str(x) for x in v)})\n")
+                else:
+                    sys.stdout.write(f"  {_text(k)}: {_text(v)}\n")
+                n += 1
         except Exception as e:
-            print(f"bpfmux: cannot dump map {name}: {e}", file=sys.stderr)
-            continue
+            print(f"bpfmux: cannot dump map {name} (after {n} entries): {e}", file=sys.stderr)
         if args.json:
-            sys.stdout.write(json.dumps({"map": name, "items": [[_plain(k), _plain(v)] for k, v in items]}) + "\n")
-            continue
-        sys.stdout.write(f"\n{name}:\n")
-        if not items:
+            sys.stdout.write("]}\n")
+        elif not n:
             sys.stdout.write("  (empty)\n")
-        for k, v in items:
-            if isinstance(v, list) and v and all(isinstance(x, int) for x in v) and t in (
-                    MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH):
-                v = f"{sum(v)} (per CPU: {', '.join(str(x) for x in v)})"
-                sys.stdout.write(f"  {_text(k)}: {v}\n")
-            else:
-                sys.stdout.write(f"  {_text(k)}: {_text(v)}\n")
