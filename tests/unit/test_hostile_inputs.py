@@ -194,15 +194,32 @@ def test_a_2_gib_array_with_a_raised_budget_dumps_in_bounded_memory(tmp_path: Pa
 # --------------------------------------------------------------------------- helpers
 
 
-def test_probe_read_kernel_of_4_gib_faults_without_allocating() -> None:
-    # r1 = r10 - 8 (8 bytes of stack); r2 = 0xffffffff; r3 = 0; call bpf_probe_read_kernel (113)
-    prog = [Insn(0xBF, 1, 10), Insn(0x07, 1, 0, 0, -8), Insn(0xB4, 2, 0, 0, -1), Insn(0xB7, 3),
-            Insn(0x85, 0, 0, 0, 113), Insn(0x95)]
-    with VM() as vm:
-        p = vm.load(prog)
-        for tier in ("checked", "fast"):
-            with pytest.raises(EmulatorFault, match="4294967295-byte write"):
-                p.run(tier=tier)
+@pytest.mark.parametrize("helper,insns", [
+    # r1 = r10 - 8; r2 = 0xffffffff; r3 = 0; call bpf_probe_read_kernel (113)
+    ("probe_read_kernel", "Insn(0xBF, 1, 10), Insn(0x07, 1, 0, 0, -8), Insn(0xB4, 2, 0, 0, -1), Insn(0xB7, 3), "
+                          "Insn(0x85, 0, 0, 0, 113)"),
+    # r1 = r10 - 16; r2 = 0xffffffff; call bpf_get_current_comm (16)
+    ("get_current_comm", "Insn(0xBF, 1, 10), Insn(0x07, 1, 0, 0, -16), Insn(0xB4, 2, 0, 0, -1), "
+                         "Insn(0x85, 0, 0, 0, 16)"),
+])
+def test_a_helper_given_4_gib_faults_without_allocating(tmp_path: Path, helper: str, insns: str) -> None:
+    r, rss = measured_script(tmp_path, f"""
+        from bpfmux.emu import VM
+        from bpfmux.errors import EmulatorFault
+        from bpfmux.isa.insn import Insn
+        with VM() as vm:
+            p = vm.load([{insns}, Insn(0x95)])
+            for tier in ("checked", "fast"):
+                try:
+                    p.run(tier=tier)
+                except EmulatorFault as e:
+                    print(tier, e)
+    """)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["checked", "fast"]
+    assert all("4294967295-byte write" in line for line in lines), lines
+    assert rss < 200 * MiB  # no buffer of the size the program asked for was made
 
 
 # --------------------------------------------------------------------------- run budget
