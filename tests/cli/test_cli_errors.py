@@ -67,6 +67,13 @@ USAGE = {
     "trace-seconds": (["trace", "t:syscalls:sys_enter_getpid", "-d", "-1"], "-d needs a number of seconds"),
     "trace-command": (["trace", "t:syscalls:sys_enter_getpid", "-c", "'unclosed"], "no closing quotation"),
     "trace-options": (["trace", "t:syscalls:sys_enter_getpid", "-p", "1", "-c", "true"], "not both"),
+    "trace-empty-command": (["trace", "t:syscalls:sys_enter_getpid", "-c", ""], "-c needs a command"),
+    "trace-blank-command": (["trace", "t:syscalls:sys_enter_getpid", "-c", "  "], "-c needs a command"),
+    "trace-port": (["trace", "t:syscalls:sys_enter_getpid", "--prometheus", "99999"],
+                   "--prometheus needs a TCP port (0 to 65535), not 99999"),
+    "trace-negative-port": (["trace", "t:syscalls:sys_enter_getpid", "--prometheus", "-1"], "--prometheus needs a TCP"),
+    "trace-port-text": (["trace", "t:syscalls:sys_enter_getpid", "--prometheus", "http"], "invalid int value"),
+    "run-empty-command": (["run", OBJ, "-c", ""], "-c needs a command"),
     "run": (["run", OBJ, "--set", "novalue"], "--set takes NAME=VALUE, not 'novalue'"),
     "run-pid-var": (["run", OBJ, "--pid-var", "target_tgid"], "--pid-var needs -c CMD"),
     "emulate": (["emulate", OBJ, "--workload", "bpf_fentry_test1(x)"], "--workload"),
@@ -110,6 +117,8 @@ RUNTIME = {
     "objdump": (["objdump", str(BPF / "multi.bpf.c")], "not a readable ELF object", None),
     "trace": (["trace", "t:syscalls:sys_enter_getpid", "-p", NO_SUCH_PID], f"no process with pid {NO_SUCH_PID}", None),
     "run": (["run", "/nonexistent/prog.bpf.o"], "no such file: /nonexistent/prog.bpf.o", None),
+    "run-event-type": (["run", str(BPF / "ringbuf.bpf.o"), "--event-type", "no_such_event"],
+                       "--event-type no_such_event: the object's BTF has no struct 'no_such_event'", None),
     "emulate": (["emulate", str(BPF / "multi.bpf.c"), "--btf", "none"], "not a readable ELF object", None),
 }
 

@@ -36,6 +36,17 @@ def test_faults_name_the_reason():
         sp.read(a.base - 8, 1)
 
 
+def test_an_address_just_below_a_region_is_named_after_it_not_after_the_slot_it_is_in():
+    sp = AddressSpace()
+    low = sp.map(16, "map value")
+    stack = sp.map(512, "stack")
+    assert stack.base == low.base + (1 << 32)  # adjacent slots: stack.base - 8 lies in low's slot
+    with pytest.raises(EmulatorFault, match=r"8 bytes below stack, size 512\): out of bounds"):
+        sp.read(stack.base - 8, 8)
+    with pytest.raises(EmulatorFault, match=r"map value\+20, size 16\): out of bounds"):
+        sp.read(low.base + 20, 8)  # just past the end of the slot's own region: named after it
+
+
 def test_unmap_and_slot_reuse():
     sp = AddressSpace()
     a = sp.map(8, "a")

@@ -3,8 +3,8 @@
 Every named struct, union, enum and typedef is emitted, each after what it
 needs: a type used by value is defined first, a struct or union used only
 through a pointer gets a forward declaration. Member offsets are reproduced
-exactly: gaps become unnamed bitfields (``long: 64;``; a gap of more than 64
-bytes one ``char __bpfmux_pad_N[...]`` array) and a struct whose
+exactly: gaps become unnamed bitfields (``long: 64;``; a gap of more than a
+page one ``char __bpfmux_pad_N[...]`` array) and a struct whose
 members cannot sit at their natural alignment is ``__attribute__((packed))``.
 Types that share a name get ``___2``, ``___3`` … suffixes, as do duplicate
 enumerators. Anonymous structs/unions are written inline where they are used.
@@ -52,8 +52,8 @@ _INT_BY_SIZE = {
     (8, True): "long long",
 }
 _PAD_UNITS = ((64, "long"), (32, "int"), (16, "short"), (8, "char"))
-#: Most ``long: 64;`` lines one gap is written as (larger gaps: one array).
-_PAD_LINES_MAX = 8
+#: Most ``long: 64;`` lines one gap is written as, as bpftool does (a page: every gap of a real kernel); larger gaps: one array.
+_PAD_LINES_MAX = 512
 _TAG = {BtfKind.STRUCT: "struct", BtfKind.UNION: "union", BtfKind.ENUM: "enum", BtfKind.ENUM64: "enum"}
 
 
@@ -259,9 +259,9 @@ class CDumper:
     @staticmethod
     def _pad(lines: list[str], pos: int, end: int, pad: str) -> None:
         """Fill bits ``pos`` to ``end`` with unnamed bit fields, as bpftool
-        does (``long: 64;`` per 8 bytes); a gap of more than
-        :data:`_PAD_LINES_MAX` such lines becomes one ``char`` array (a
-        struct of 4 GiB must not take 2**29 lines)."""
+        does (``long: 64;`` per 8 bytes); a gap of more than a page
+        (:data:`_PAD_LINES_MAX` such lines; no real kernel has one) becomes
+        one ``char`` array (a struct of 4 GiB must not take 2**29 lines)."""
         if end - pos > 64 * _PAD_LINES_MAX:
             start = -(-pos // 8) * 8
             stop = end // 8 * 8

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from ._common import EXIT_USAGE, CommandParser, run_guarded
 
@@ -77,7 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         detects (status 2), as argparse does.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    _take_sigint()
     return run_guarded(lambda args: _dispatch(argv, args), argparse.Namespace())
+
+
+def _take_sigint() -> None:
+    """Make SIGINT end every subcommand (Ctrl-C, or ``kill -INT``), even when it
+    was inherited ignored: a shell starts a script's background jobs
+    (``bpfmux trace … &``) with SIGINT ignored, and Python then leaves it so,
+    which would leave ``kill -INT`` no way to stop the command and print its
+    results. Only the main thread can set a handler; elsewhere (``main()``
+    called from a thread) the caller's handling stays."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _dispatch(argv: list[str], args: argparse.Namespace) -> int:

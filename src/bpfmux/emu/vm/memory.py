@@ -35,6 +35,8 @@ from ...errors import BpfmuxError, EmulatorFault
 FIRST_SLOT = 0x8000_0000
 LAST_SLOT = 0xFFFF_FFFE  # slot 0xFFFFFFFF (addresses just below 2**64) is never mapped
 SLOT_SHIFT = 32
+#: how far below a region an address is still described relative to it
+_NEAR = 1 << 16
 OFFSET_MASK = 0xFFFF_FFFF
 #: Largest region one slot can hold.
 MAX_REGION = 1 << 32
@@ -201,10 +203,15 @@ class AddressSpace:
             return f"{addr:#x} (not a 64-bit address)"
         slot = addr >> SLOT_SHIFT
         region = self.regions.get(slot)
-        if region is not None:
-            return f"{addr:#x} ({region.name or region.kind}+{addr & OFFSET_MASK}, size {len(region.buf)})"
         below = self.regions.get(slot + 1)
-        if below is not None and below.base - addr <= 1 << 16:
+        if below is not None and below.base - addr > _NEAR:
+            below = None
+        off = addr & OFFSET_MASK
+        # an address just below the next region (r10 - 520 on a 512-byte stack) is named after that region,
+        # not after the region that happens to own the slot, far past its end
+        if region is not None and (below is None or off - len(region.buf) < below.base - addr):
+            return f"{addr:#x} ({region.name or region.kind}+{off}, size {len(region.buf)})"
+        if below is not None:
             return f"{addr:#x} ({below.base - addr} bytes below {below.name or below.kind}, size {len(below.buf)})"
         if slot in self.handles:
             return f"{addr:#x} (handle of {self.handles[slot]!r}, not memory)"

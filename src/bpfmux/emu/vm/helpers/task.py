@@ -60,6 +60,7 @@ def get_current_comm(rs: RunState, buf: int, size: int, *_: int) -> int:
     size &= 0xFFFFFFFF
     if size == 0:
         return -errno.EINVAL
+    rs.space.check(buf, size, True, rs.pc)  # before a buffer of ``size`` (up to 4 GiB) is made
     comm = rs.task.comm_bytes()[:size]
     if not comm.endswith(b"\0"):
         comm = comm[:-1] + b"\0"
