@@ -118,7 +118,7 @@ RUNTIME = {
     "trace": (["trace", "t:syscalls:sys_enter_getpid", "-p", NO_SUCH_PID], f"no process with pid {NO_SUCH_PID}", None),
     "run": (["run", "/nonexistent/prog.bpf.o"], "no such file: /nonexistent/prog.bpf.o", None),
     "run-event-type": (["run", str(BPF / "ringbuf.bpf.o"), "--event-type", "no_such_event"],
-                       "--event-type no_such_event: the object's BTF has no struct 'no_such_event'", None),
+                       "--event-type no_such_event: no struct named 'no_such_event'", None),
     "emulate": (["emulate", str(BPF / "multi.bpf.c"), "--btf", "none"], "not a readable ELF object", None),
 }
 
