@@ -30,6 +30,7 @@ import struct
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bpfmux.emu.verifier.core import MapInfo, verify
@@ -39,9 +40,12 @@ from bpfmux.errors import BpfError, VerifierError
 from bpfmux.isa.insn import encode
 from bpfmux.uapi import ProgFlags, ProgType
 
-__all__ = ["Outcome", "Tally", "kernel_load", "ours", "run_case", "run_campaign"]
+__all__ = ["FAST_COMPILE_LIMIT", "Outcome", "Tally", "kernel_load", "merge", "ours", "run_case", "run_campaign"]
 
 M32 = 0xFFFFFFFF
+#: the fast tier's translation failing on long straight-line code (Python's
+#: parser nesting limit): a failure to run, counted apart from wrong values
+FAST_COMPILE_LIMIT = "too many nested parentheses"
 
 
 @dataclass
@@ -194,6 +198,8 @@ class Tally:
                 c[f"ran_{tier}"] += 1
                 if bad:
                     c[f"mismatch_{tier}"] += 1
+                    if FAST_COMPILE_LIMIT in bad:  # the fast tier's translation, not a value
+                        c[f"mismatch_{tier}_compile_limit"] += 1
                     self._example(f"mismatch_{tier}", o)
             return
         key = o.defect + (" (dead code)" if o.dead else "")
@@ -247,21 +253,51 @@ class Tally:
         return "\n".join(lines)
 
 
-def run_campaign(n_valid: int, n_invalid: int, seed: int, values: bool = True, progress: bool = False) -> Tally:
-    """Run ``n_valid`` valid and ``n_invalid`` invalid programs from seeds ``seed``, ``seed + 1``, …"""
+def run_campaign(n_valid: int, n_invalid: int, seed: int, values: bool = True, progress: bool = False,
+                 checkpoint: Callable[[Tally], None] | None = None) -> Tally:
+    """Run ``n_valid`` valid and ``n_invalid`` invalid programs from seeds ``seed``, ``seed + 1``, …;
+    every 500 programs, ``checkpoint`` gets the counts so far."""
     tally = Tally()
     t0 = time.time()
     for k in range(n_valid):
         tally.add(run_case(valid_case(seed + k), values))
-        if progress and k % 500 == 499:
-            print(f"valid {k + 1}/{n_valid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+        if k % 500 == 499:
+            if progress:
+                print(f"valid {k + 1}/{n_valid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+            if checkpoint is not None:
+                checkpoint(tally)
     for k in range(n_invalid):
         s = seed + 1_000_000 + k
         base = valid_case(s, KINDS[(s // len(DEFECTS)) % len(KINDS)])
         tally.add(run_case(invalid_case(base, s), values))
-        if progress and k % 500 == 499:
-            print(f"invalid {k + 1}/{n_invalid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+        if k % 500 == 499:
+            if progress:
+                print(f"invalid {k + 1}/{n_invalid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+            if checkpoint is not None:
+                checkpoint(tally)
     return tally
+
+
+def merge(parts: list[dict]) -> dict:
+    """One result from the JSON results of several runs (disjoint seed ranges): counts summed."""
+    out: dict = {"runs": [], "valid": defaultdict(Counter), "invalid": defaultdict(Counter),
+                 "examples": defaultdict(list), "slowest": [], "disagreements": []}
+    for p in parts:
+        out["runs"] += p.get("runs", [])
+        for side in ("valid", "invalid"):
+            for k, c in p[side].items():
+                out[side][k].update(c)
+        for k, ex in p["examples"].items():
+            out["examples"][k] = (out["examples"][k] + ex)[:40]
+        out["slowest"] = sorted(out["slowest"] + [tuple(x) for x in p["slowest"]], reverse=True)[:10]
+        out["disagreements"] += p["disagreements"]
+    totals = {}
+    for side in ("valid", "invalid"):
+        t: Counter = Counter()
+        for c in out[side].values():
+            t.update(c)
+        totals[side] = dict(t)
+    return {"totals": totals, **out}
 
 
 def main() -> None:
@@ -271,16 +307,40 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-values", action="store_true", help="compare verdicts only")
     ap.add_argument("--out", help="write counts and examples as JSON")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge the JSON results of several runs into --out")
     args = ap.parse_args()
-    tally = run_campaign(args.valid, args.invalid, args.seed, not args.no_values, progress=True)
-    print(tally.table())
-    print("slowest (ours):", tally.slowest[:5])
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"totals": tally.totals(), "valid": tally.valid, "invalid": tally.invalid,
+    if args.merge:
+        parts = []
+        for path in args.merge:
+            with open(path) as f:
+                parts.append(json.load(f))
+        merged = merge(parts)
+        print(json.dumps(merged["totals"], indent=1))
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(merged, f, indent=1, default=str)
+        return
+    t0 = time.time()
+
+    def write(tally: Tally) -> None:
+        if not args.out:
+            return
+        import os
+
+        counts = tally.totals()
+        run = {"valid": counts["valid"].get("programs", 0), "invalid": counts["invalid"].get("programs", 0),
+               "seed": args.seed, "values": not args.no_values, "seconds": round(time.time() - t0),
+               "kernel": os.uname().release}
+        with open(args.out + ".tmp", "w") as f:
+            json.dump({"runs": [run], "totals": counts, "valid": tally.valid, "invalid": tally.invalid,
                        "examples": tally.examples, "slowest": tally.slowest,
                        "disagreements": tally.disagreements}, f, indent=1, default=str)
+        os.replace(args.out + ".tmp", args.out)
 
+    tally = run_campaign(args.valid, args.invalid, args.seed, not args.no_values, progress=True, checkpoint=write)
+    print(tally.table())
+    print("slowest (ours):", tally.slowest[:5])
+    write(tally)
 
 if __name__ == "__main__":
     main()
