@@ -17,6 +17,11 @@ Run as root::
     PYTHONPATH=src python3 tests/data/verifier/campaign.py --valid 20000 --invalid 4000 --seed 1 \\
         --out /tmp/campaign.json
 
+The JSON is rewritten every 500 programs, so a run stopped early still has
+its counts. Runs over disjoint seed ranges (in parallel, one per core) are
+combined with ``--merge a.json b.json … --out all.json``; the last full run's
+figures are in ``bench/results/verifier_campaign.json``.
+
 ``tests/live/test_verifier_campaign.py`` runs it at a smaller count with
 fixed seeds.
 """
@@ -40,7 +45,8 @@ from bpfmux.errors import BpfError, VerifierError
 from bpfmux.isa.insn import encode
 from bpfmux.uapi import ProgFlags, ProgType
 
-__all__ = ["FAST_COMPILE_LIMIT", "Outcome", "Tally", "kernel_load", "merge", "ours", "run_case", "run_campaign"]
+__all__ = ["FAST_COMPILE_LIMIT", "Outcome", "Tally", "invalid_seed_case", "kernel_load", "merge", "ours", "rerun",
+           "run_case", "run_campaign"]
 
 M32 = 0xFFFFFFFF
 #: the fast tier's translation failing on long straight-line code (Python's
@@ -267,14 +273,29 @@ def run_campaign(n_valid: int, n_invalid: int, seed: int, values: bool = True, p
             if checkpoint is not None:
                 checkpoint(tally)
     for k in range(n_invalid):
-        s = seed + 1_000_000 + k
-        base = valid_case(s, KINDS[(s // len(DEFECTS)) % len(KINDS)])
-        tally.add(run_case(invalid_case(base, s), values))
+        tally.add(run_case(invalid_seed_case(seed + 1_000_000 + k), values))
         if k % 500 == 499:
             if progress:
                 print(f"invalid {k + 1}/{n_invalid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
             if checkpoint is not None:
                 checkpoint(tally)
+    return tally
+
+
+def invalid_seed_case(s: int) -> ProgramCase:
+    """The invalid program of campaign seed ``s`` (as :func:`run_campaign` makes it)."""
+    return invalid_case(valid_case(s, KINDS[(s // len(DEFECTS)) % len(KINDS)]), s)
+
+
+_VALID_LABELS = ("valid_rejected", "valid_kernel_rejects", "mismatch_checked", "mismatch_fast")
+
+
+def rerun(result: dict, values: bool = True) -> Tally:
+    """Run again every program a result (``--out`` JSON) counted as a disagreement or mismatch."""
+    tally = Tally()
+    for what, seed in sorted({(w, s) for w, s in result["disagreements"]}, key=lambda x: x[1]):
+        case = valid_case(seed) if what in _VALID_LABELS else invalid_seed_case(seed)
+        tally.add(run_case(case, values))
     return tally
 
 
@@ -308,7 +329,18 @@ def main() -> None:
     ap.add_argument("--no-values", action="store_true", help="compare verdicts only")
     ap.add_argument("--out", help="write counts and examples as JSON")
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge the JSON results of several runs into --out")
+    ap.add_argument("--rerun", metavar="JSON", help="run again the disagreements and mismatches of a result")
     args = ap.parse_args()
+    if args.rerun:
+        with open(args.rerun) as f:
+            again = rerun(json.load(f), not args.no_values)
+        print(again.table())
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"totals": again.totals(), "valid": again.valid, "invalid": again.invalid,
+                           "examples": again.examples, "disagreements": again.disagreements}, f, indent=1,
+                          default=str)
+        return
     if args.merge:
         parts = []
         for path in args.merge:
