@@ -17,6 +17,11 @@ Run as root::
     PYTHONPATH=src python3 tests/data/verifier/campaign.py --valid 20000 --invalid 4000 --seed 1 \\
         --out /tmp/campaign.json
 
+The JSON is rewritten every 500 programs, so a run stopped early still has
+its counts. Runs over disjoint seed ranges (in parallel, one per core) are
+combined with ``--merge a.json b.json … --out all.json``; the last full run's
+figures are in ``bench/results/verifier_campaign.json``.
+
 ``tests/live/test_verifier_campaign.py`` runs it at a smaller count with
 fixed seeds.
 """
@@ -30,6 +35,7 @@ import struct
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bpfmux.emu.verifier.core import MapInfo, verify
@@ -39,9 +45,13 @@ from bpfmux.errors import BpfError, VerifierError
 from bpfmux.isa.insn import encode
 from bpfmux.uapi import ProgFlags, ProgType
 
-__all__ = ["Outcome", "Tally", "kernel_load", "ours", "run_case", "run_campaign"]
+__all__ = ["FAST_COMPILE_LIMIT", "Outcome", "Tally", "invalid_seed_case", "kernel_load", "merge", "ours", "rerun",
+           "run_case", "run_campaign"]
 
 M32 = 0xFFFFFFFF
+#: the fast tier's translation failing on long straight-line code (Python's
+#: parser nesting limit): a failure to run, counted apart from wrong values
+FAST_COMPILE_LIMIT = "too many nested parentheses"
 
 
 @dataclass
@@ -122,15 +132,16 @@ def kernel_load(case: ProgramCase, run: bool) -> tuple[int, str, tuple[int, byte
 
 
 def ours(case: ProgramCase) -> tuple[int, str, float]:
-    """bpfmux's verdict: (errno or 0, message, seconds)."""
+    """bpfmux's verdict: (errno or 0, message, CPU seconds of this process: on a shared machine
+    the wall time measures the load more than the verifier)."""
     maps = {i: MapInfo(t, k, v, n, f) for i, (t, k, v, n, f) in enumerate(case.maps)}
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         verify(case.insns, ProgType.SYSCALL, maps=maps, flags=ProgFlags.SLEEPABLE if case.sleepable else 0,
                gpl="GPL" in case.license, func_info=case.funcs is not None)
     except VerifierError as e:
-        return e.errno, _last_line(e.log), time.perf_counter() - t0
-    return 0, "", time.perf_counter() - t0
+        return e.errno, _last_line(e.log), time.process_time() - t0
+    return 0, "", time.process_time() - t0
 
 
 def vm_values(case: ProgramCase, expect: tuple[int, bytes]) -> dict[str, str]:
@@ -194,6 +205,8 @@ class Tally:
                 c[f"ran_{tier}"] += 1
                 if bad:
                     c[f"mismatch_{tier}"] += 1
+                    if FAST_COMPILE_LIMIT in bad:  # the fast tier's translation, not a value
+                        c[f"mismatch_{tier}_compile_limit"] += 1
                     self._example(f"mismatch_{tier}", o)
             return
         key = o.defect + (" (dead code)" if o.dead else "")
@@ -247,21 +260,66 @@ class Tally:
         return "\n".join(lines)
 
 
-def run_campaign(n_valid: int, n_invalid: int, seed: int, values: bool = True, progress: bool = False) -> Tally:
-    """Run ``n_valid`` valid and ``n_invalid`` invalid programs from seeds ``seed``, ``seed + 1``, …"""
+def run_campaign(n_valid: int, n_invalid: int, seed: int, values: bool = True, progress: bool = False,
+                 checkpoint: Callable[[Tally], None] | None = None) -> Tally:
+    """Run ``n_valid`` valid and ``n_invalid`` invalid programs from seeds ``seed``, ``seed + 1``, …;
+    every 500 programs, ``checkpoint`` gets the counts so far."""
     tally = Tally()
     t0 = time.time()
     for k in range(n_valid):
         tally.add(run_case(valid_case(seed + k), values))
-        if progress and k % 500 == 499:
-            print(f"valid {k + 1}/{n_valid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+        if k % 500 == 499:
+            if progress:
+                print(f"valid {k + 1}/{n_valid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+            if checkpoint is not None:
+                checkpoint(tally)
     for k in range(n_invalid):
-        s = seed + 1_000_000 + k
-        base = valid_case(s, KINDS[(s // len(DEFECTS)) % len(KINDS)])
-        tally.add(run_case(invalid_case(base, s), values))
-        if progress and k % 500 == 499:
-            print(f"invalid {k + 1}/{n_invalid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+        tally.add(run_case(invalid_seed_case(seed + 1_000_000 + k), values))
+        if k % 500 == 499:
+            if progress:
+                print(f"invalid {k + 1}/{n_invalid} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+            if checkpoint is not None:
+                checkpoint(tally)
     return tally
+
+
+def invalid_seed_case(s: int) -> ProgramCase:
+    """The invalid program of campaign seed ``s`` (as :func:`run_campaign` makes it)."""
+    return invalid_case(valid_case(s, KINDS[(s // len(DEFECTS)) % len(KINDS)]), s)
+
+
+_VALID_LABELS = ("valid_rejected", "valid_kernel_rejects", "mismatch_checked", "mismatch_fast")
+
+
+def rerun(result: dict, values: bool = True) -> Tally:
+    """Run again every program a result (``--out`` JSON) counted as a disagreement or mismatch."""
+    tally = Tally()
+    for what, seed in sorted({(w, s) for w, s in result["disagreements"]}, key=lambda x: x[1]):
+        case = valid_case(seed) if what in _VALID_LABELS else invalid_seed_case(seed)
+        tally.add(run_case(case, values))
+    return tally
+
+
+def merge(parts: list[dict]) -> dict:
+    """One result from the JSON results of several runs (disjoint seed ranges): counts summed."""
+    out: dict = {"runs": [], "valid": defaultdict(Counter), "invalid": defaultdict(Counter),
+                 "examples": defaultdict(list), "slowest": [], "disagreements": []}
+    for p in parts:
+        out["runs"] += p.get("runs", [])
+        for side in ("valid", "invalid"):
+            for k, c in p[side].items():
+                out[side][k].update(c)
+        for k, ex in p["examples"].items():
+            out["examples"][k] = (out["examples"][k] + ex)[:40]
+        out["slowest"] = sorted(out["slowest"] + [tuple(x) for x in p["slowest"]], reverse=True)[:10]
+        out["disagreements"] += p["disagreements"]
+    totals = {}
+    for side in ("valid", "invalid"):
+        t: Counter = Counter()
+        for c in out[side].values():
+            t.update(c)
+        totals[side] = dict(t)
+    return {"totals": totals, **out}
 
 
 def main() -> None:
@@ -271,16 +329,51 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-values", action="store_true", help="compare verdicts only")
     ap.add_argument("--out", help="write counts and examples as JSON")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge the JSON results of several runs into --out")
+    ap.add_argument("--rerun", metavar="JSON", help="run again the disagreements and mismatches of a result")
     args = ap.parse_args()
-    tally = run_campaign(args.valid, args.invalid, args.seed, not args.no_values, progress=True)
-    print(tally.table())
-    print("slowest (ours):", tally.slowest[:5])
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"totals": tally.totals(), "valid": tally.valid, "invalid": tally.invalid,
+    if args.rerun:
+        with open(args.rerun) as f:
+            again = rerun(json.load(f), not args.no_values)
+        print(again.table())
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"totals": again.totals(), "valid": again.valid, "invalid": again.invalid,
+                           "examples": again.examples, "disagreements": again.disagreements}, f, indent=1,
+                          default=str)
+        return
+    if args.merge:
+        parts = []
+        for path in args.merge:
+            with open(path) as f:
+                parts.append(json.load(f))
+        merged = merge(parts)
+        print(json.dumps(merged["totals"], indent=1))
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(merged, f, indent=1, default=str)
+        return
+    t0 = time.time()
+
+    def write(tally: Tally) -> None:
+        if not args.out:
+            return
+        import os
+
+        counts = tally.totals()
+        run = {"valid": counts["valid"].get("programs", 0), "invalid": counts["invalid"].get("programs", 0),
+               "seed": args.seed, "values": not args.no_values, "seconds": round(time.time() - t0),
+               "kernel": os.uname().release}
+        with open(args.out + ".tmp", "w") as f:
+            json.dump({"runs": [run], "totals": counts, "valid": tally.valid, "invalid": tally.invalid,
                        "examples": tally.examples, "slowest": tally.slowest,
                        "disagreements": tally.disagreements}, f, indent=1, default=str)
+        os.replace(args.out + ".tmp", args.out)
 
+    tally = run_campaign(args.valid, args.invalid, args.seed, not args.no_values, progress=True, checkpoint=write)
+    print(tally.table())
+    print("slowest (ours):", tally.slowest[:5])
+    write(tally)
 
 if __name__ == "__main__":
     main()

@@ -208,7 +208,7 @@ class _Verifier(CallsMixin):
         self.flags = flags
         self.func_info = func_info
         self.sleepable = bool(flags & ProgFlags.SLEEPABLE)
-        self.cfg: Cfg = None  # type: ignore[assignment]
+        self.cfg: Cfg = None  # type: ignore[assignment]  # run() builds it before anything reads it
         self.processed = 0
         self.jmps = 0
         self.prev_jmps = 0
@@ -226,7 +226,7 @@ class _Verifier(CallsMixin):
         self.call_edges: set[tuple[int, int]] = set()
         self.full_log: list[str | tuple[int, Insn]] = []
         self.recent: deque[str | tuple[int, Insn]] = deque(maxlen=24)
-        self.cur: VState = None  # type: ignore[assignment]
+        self.cur: VState = None  # type: ignore[assignment]  # _do_check() sets it before anything reads it
         self.idx = 0
         self.prev_idx = -1
         self.cur_hist: list | None = None
@@ -487,8 +487,8 @@ class _Verifier(CallsMixin):
                 loop_entry = self._get_loop_entry(sl)
                 force_exact = loop_entry is not None and loop_entry.branches > 0
                 if states_equal(sl, cur, live, RANGE_WITHIN if force_exact else NOT_EXACT, tmp):
-                    if force_exact:
-                        self._update_loop_entry(cur, loop_entry)  # type: ignore[arg-type]
+                    if force_exact and loop_entry is not None:
+                        self._update_loop_entry(cur, loop_entry)
                     hit = True
                     self._hit(sl, idx)
                     keep.append(sl)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...abi import ArgInfo, ContextLayout, FrameView, context_for, frame_layout, frame_view_for
 from ...errors import BpfmuxError, NotFoundError, NotSupportedError
@@ -22,6 +22,7 @@ from .core import KfuncInfo, MapInfo, VerifierResult, verify
 
 if TYPE_CHECKING:
     from ...btf import Btf
+    from ...btf.model import TypeRef
     from ...obj import MapSpec, ObjectSpec, ProgramSpec
 
 __all__ = ["PreparedProgram", "map_infos", "prepare_program", "program_context", "verify_program"]
@@ -65,10 +66,10 @@ def map_infos(obj: ObjectSpec, kconfig: Mapping[str, object] | None = None) -> t
     return handles, infos
 
 
-def _arg(btf: Btf, t: object, name: str) -> ArgInfo:
+def _arg(btf: Btf, t: TypeRef, name: str) -> ArgInfo:
     from ...btf.types import Composite, Enum, Int, Ptr, Void
 
-    r = btf.resolve(t)  # type: ignore[arg-type]
+    r = btf.resolve(t)
     if isinstance(r, Ptr):
         target = btf.resolve(btf[r.type_id]) if r.type_id else None
         if isinstance(target, Composite):
@@ -165,14 +166,14 @@ class PreparedProgram:
     """One program of an object, relocated: what :func:`~bpfmux.emu.verifier.core.verify` takes."""
 
     insns: list
-    options: dict[str, object]
+    options: dict[str, Any]
 
-    def verify(self, **options: object) -> VerifierResult:
+    def verify(self, **options: Any) -> VerifierResult:
         """Verify it (``options`` override or add to the prepared ones).
 
         :raises VerifierError: rejected.
         """
-        return verify(self.insns, **{**self.options, **options})  # type: ignore[arg-type]
+        return verify(self.insns, **{**self.options, **options})
 
 
 def prepare_program(obj: ObjectSpec, prog: ProgramSpec | str, btf: Btf | None = None, *,

@@ -250,7 +250,7 @@ def regsafe(old: Reg, cur: Reg, ids: IdMap, exact: int) -> bool:
 def _scalar_for_stack(s: Slot) -> Reg | None:
     """A spilled 64-bit scalar, or an unknown scalar for a slot of plain data
     (never-written bytes read as data for privileged programs)."""
-    if s.spilled64 and s.spill.type == _SCALAR:  # type: ignore[union-attr]
+    if s.spilled64 and s.spill.type == _SCALAR:  # type: ignore[union-attr]  # spilled64: spill is set
         return s.spill
     if "s" not in s.bytes and "z" not in s.bytes:
         return _UNBOUND
@@ -284,7 +284,7 @@ def _stacksafe(old: Frame, cur: Frame, ids: IdMap, exact: int) -> bool:
             if o != cb[i]:
                 return False
         if ob[0] == "s":
-            if cs.spill is None or not regsafe(os_.spill, cs.spill, ids, exact):  # type: ignore[arg-type]
+            if cs.spill is None or not regsafe(os_.spill, cs.spill, ids, exact):  # type: ignore[arg-type]  # 's': spilled
                 return False
     return True
 
