@@ -388,6 +388,7 @@ class VM:
         self._maps_version = 0
         self.ksyms: dict[int, int] = {}
         self.ksym_resolver: Callable[[int], int | None] | None = None
+        self.percpu_vars: dict[int, int] = {}  # base address of a per-CPU kernel variable → one CPU's size
         self.symbolize: Callable[[int], str | None] | None = None
         self.max_insns = 1 << 25
         self.max_loop_iterations = 1 << 24
