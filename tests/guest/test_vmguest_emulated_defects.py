@@ -13,6 +13,8 @@ into both kernels through the one contract, with the same outcome.
   (``bpf_prog_active``) reads through ``bpf_this_cpu_ptr`` as 0 in a fentry
   program (trampolines do not raise it; the emulator's variable is zeroed).
 
+A kprobe on a function the kernel lacks says so (ENOENT, not "no such event").
+
 (The fourth, a raw tracepoint's context slots, runs on the host:
 ``tests/emu/test_raw_tp_context_vs_kernel.py``.)
 """
@@ -78,20 +80,20 @@ def _trigger(kernel: Any) -> int:
 
 
 def test_second_attach_of_one_fentry_program_is_ebusy() -> None:
-    def attach_twice(k: Any) -> int | None:
+    def attach_twice(k: Any) -> tuple[str, int | None]:
         prog = k.load_program(Asm().mov(R0, 0).exit().assemble().resolve({}), ProgType.TRACING, name="twice",
                               attach_type=AttachType.TRACE_FENTRY, attach_target="bpf_fentry_test1")
         first = prog.attach()
         try:
             prog.attach()
         except BpfError as err:
-            return err.errno
+            return first.kind, err.errno
         finally:
             first.close()
-        return None
+        return first.kind, None
 
     got = _both(attach_twice)
-    assert got["live"] == got["emulated"] == errno.EBUSY
+    assert got["live"] == got["emulated"] == ("fentry", errno.EBUSY)
 
 
 @pytest.mark.parametrize("attach_type,slot,want", [(AttachType.TRACE_FENTRY, 6, 7), (AttachType.TRACE_FEXIT, 7, 29)],
@@ -139,3 +141,13 @@ def test_function_address_and_typed_ksym_by_btf_id() -> None:
     got = _both(run)
     assert got["live"]["address_set"] and got["live"]["address_is_the_function"]
     assert got["live"] == got["emulated"]
+
+
+def test_kprobe_on_a_function_this_kernel_lacks_says_so() -> None:
+    """A corpus tool's kprobe on a module's function (fsdist's ext4_file_read_iter when ext4 is not loaded): the
+    kernel's ENOENT, named as a missing function rather than a bad perf event."""
+    from bpfmux.live import perf
+
+    with pytest.raises(BpfError, match="this kernel has no function 'bpfmux_no_such_function'") as ei:
+        perf.open_kprobe("bpfmux_no_such_function")
+    assert ei.value.errno == errno.ENOENT
