@@ -43,6 +43,27 @@ def test_typed_ksym_variable_gets_memory(emulator_factory, vmlinux):
     assert first == again and emu.read(first, 4) == bytes(4)  # one zeroed variable, allocated once
 
 
+def test_per_cpu_variable_has_one_copy_per_cpu(emulator_factory, vmlinux):
+    """``bpf_this_cpu_ptr``/``bpf_per_cpu_ptr`` of a typed per-CPU ``__ksym`` (bpf_prog_active): CPU n's copy,
+    NULL past the last CPU. (The guest compares the value read with its kernel's:
+    tests/guest/test_vmguest_emulated_defects.py.)"""
+    emu = emulator_factory(btf=vmlinux, ncpus=2)
+    vid = next(i for i in vmlinux.find_ids("bpf_prog_active") if vmlinux.kind_of(i) == BtfKind.VAR)
+
+    def ptr(cpu: int | None) -> int:
+        insns = [Insn(0x18, 1, int(Pseudo.BTF_ID), 0, vid)]
+        if cpu is None:
+            insns += [Insn(0x85, 0, 0, 0, 154)]  # bpf_this_cpu_ptr
+        else:
+            insns += [Insn(0xB7, 2, 0, 0, cpu), Insn(0x85, 0, 0, 0, 153)]  # bpf_per_cpu_ptr
+        return emu.vm.load([*insns, Insn(0x95, 0, 0, 0, 0)], name="pcpu").run().r0
+
+    base = emu.vm.ksym_address(vid)
+    size = emu.vm.percpu_vars[base]
+    assert size >= 4 and ptr(None) == ptr(0) == base and ptr(1) == base + size and ptr(2) == 0
+    assert emu.read(base, 2 * size) == bytes(2 * size)
+
+
 def test_unknown_btf_id_still_says_how(emulator_factory):
     emu = emulator_factory(btf=None)
     with pytest.raises(NotSupportedError, match="VM.ksyms"):

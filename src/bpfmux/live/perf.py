@@ -296,7 +296,13 @@ def open_kprobe(function: str | None = None, offset: int = 0, address: int = 0, 
     kind = "kretprobe" if retprobe else "kprobe"
     target = function + (f"+{offset:#x}" if offset else "") if function else f"{address:#x}"
     name = function.encode() if function else None
-    return _probe_event("kprobe", retprobe, name, offset if function else address, -1, 0, kind, target)
+    try:
+        return _probe_event("kprobe", retprobe, name, offset if function else address, -1, 0, kind, target)
+    except BpfError as err:
+        if err.errno != _errno.ENOENT or not function:
+            raise
+        raise BpfError(_errno.ENOENT, f"{kind} on {target}: this kernel has no function {function!r} (a module "
+                       "not loaded, a function renamed or inlined since; /proc/kallsyms lists what there is)") from err
 
 
 def open_software(

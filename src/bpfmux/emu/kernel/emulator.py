@@ -174,7 +174,9 @@ class Emulator(api.Kernel):
     def _ksym_address(self, btf_id: int) -> int | None:
         """The address an ``lddw`` of BTF id ``btf_id`` loads: a function's
         (``&bpf_fentry_test1``, ``bpf_ksym_exists(kfunc)``), or for a typed
-        ``__ksym`` variable zeroed memory of its type's size, allocated once."""
+        ``__ksym`` variable zeroed memory of its type's size, allocated once
+        (a per-CPU variable, of the ``.data..percpu`` section, one copy per
+        CPU, which ``bpf_this_cpu_ptr``/``bpf_per_cpu_ptr`` pick)."""
         if self.functions.has_id(btf_id):
             try:
                 return self.functions.by_id(btf_id).addr
@@ -192,7 +194,23 @@ class Emulator(api.Kernel):
             size = sizeof(self.btf, self.btf[t.type_id])
         except (IndexError, KeyError, ParseError, BpfmuxError):
             return None
-        return self.alloc(max(size, 8), name=t.name)
+        if not self._is_percpu(btf_id):
+            return self.alloc(max(size, 8), name=t.name)
+        one = max(size, 8)
+        base = self.alloc(one * self.vm.ncpus, name=t.name)
+        self.vm.percpu_vars[base] = one
+        return base
+
+    def _is_percpu(self, var_id: int) -> bool:
+        """True when BTF variable ``var_id`` lies in the ``.data..percpu`` section."""
+        from ...btf.types import Datasec
+
+        assert self.btf is not None
+        for ds_id in self.btf.find_ids(".data..percpu"):
+            ds = self.btf[ds_id]
+            if isinstance(ds, Datasec) and any(v.type_id == var_id for v in ds.vars):
+                return True
+        return False
 
     # -- memory -------------------------------------------------------------
 

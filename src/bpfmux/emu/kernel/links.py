@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ... import api
 from ...api import close_all
 from ...errors import BpfError
+from ...uapi import AttachType
 from .hooks import EmuPerfEvent, TraceEvent
 from .trampoline import Attachment, KernelFunction
 
@@ -73,14 +74,20 @@ class EmuLink(api.Link):
         return f"<{type(self).__name__} {self._prog.name!r} {state}>"
 
 
+_TRACING_KINDS = {AttachType.TRACE_FENTRY: "fentry", AttachType.TRACE_FEXIT: "fexit",
+                  AttachType.MODIFY_RETURN: "fmod_ret", AttachType.TRACE_FSESSION: "fsession"}
+
+
 class TracingLink(EmuLink):
     """fentry/fexit/fmod_ret on one function (``BPF_LINK_TYPE_TRACING``)."""
 
-    kind = "tracing"
+    kind = "tracing"  # fentry, fexit, fmod_ret or fsession once attached (as the live kernel names them)
 
     def __init__(self, registry: Registry, policy: TrampolinePolicy, prog: EmulatedProgram, func: KernelFunction,
                  att: Attachment) -> None:
         super().__init__(registry, prog)
+        # the live kernel's names (fentry, fexit, fmod_ret, fsession)
+        self.kind = _TRACING_KINDS.get(prog.attach_type, "tracing") if prog.attach_type is not None else "tracing"
         self.policy = policy
         self.func = func
         self.attachment = att

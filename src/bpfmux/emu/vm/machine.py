@@ -420,6 +420,7 @@ class VM:
         self._maps_version = 0
         self.ksyms: dict[int, int] = {}
         self.ksym_resolver: Callable[[int], int | None] | None = None
+        self.percpu_vars: dict[int, int] = {}  # base address of a per-CPU kernel variable → one CPU's size
         self.symbolize: Callable[[int], str | None] | None = None
         self.run_budget = run_budget
         self.max_loop_iterations = 1 << 24

@@ -74,6 +74,23 @@ def get_smp_processor_id(rs: RunState, *_: int) -> int:
     return rs.cpu
 
 
+@helper(H.this_cpu_ptr, "this_cpu_ptr")
+def this_cpu_ptr(rs: RunState, ptr: int, *_: int) -> int:
+    """``void *bpf_this_cpu_ptr(percpu_ptr)``: this CPU's copy of a per-CPU
+    kernel variable (the copies lie one after another from its address)."""
+    return ptr + rs.cpu * rs.vm.percpu_vars.get(ptr, 0)
+
+
+@helper(H.per_cpu_ptr, "per_cpu_ptr")
+def per_cpu_ptr(rs: RunState, ptr: int, cpu: int, *_: int) -> int:
+    """``void *bpf_per_cpu_ptr(percpu_ptr, cpu)``: CPU ``cpu``'s copy, NULL
+    for a CPU the machine does not have."""
+    cpu &= 0xFFFFFFFF
+    if cpu >= rs.vm.ncpus:
+        return 0
+    return ptr + cpu * rs.vm.percpu_vars.get(ptr, 0)
+
+
 @helper(H.get_numa_node_id, "get_numa_node_id")
 def get_numa_node_id(rs: RunState, *_: int) -> int:
     """``long bpf_get_numa_node_id(void)``: always node 0."""
