@@ -227,6 +227,8 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
     out = _open_output(args)
     child = None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C ends the tracing even when the shell started us with SIGINT ignored (a background job), as in bpftrace
+    old_int = signal.signal(signal.SIGINT, _raise_interrupt)
     kernel = LiveKernel()
     session = None
     try:
@@ -256,6 +258,7 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
         return 0
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
         try:
             if session is not None:
                 session.close()
