@@ -246,12 +246,17 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
             if child is not None:
                 child.abandon()
             raise
-        if args.verbose:
-            for line in session.mechanisms:
-                print(f"bpfmux: {line}", file=sys.stderr)
-        if child is not None:
-            child.release()
-        _loop(session, child, args.pid)
+        try:  # a Ctrl-C from here on ends the tracing and prints the results, even before the first event
+            if args.verbose:
+                for line in session.mechanisms:
+                    print(f"bpfmux: {line}", file=sys.stderr)
+            if child is not None:
+                child.release()
+            _loop(session, child, args.pid)
+        except KeyboardInterrupt:
+            pass
+        # as in bpftrace, a Ctrl-C only ends the tracing: one more while END runs and the maps print is ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         session.finish()
         if args.verbose and child is not None and child.status is not None:
             print(f"Child exited with code: {child.status}", file=out)
