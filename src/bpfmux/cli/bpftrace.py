@@ -227,10 +227,18 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
     out = _open_output(args)
     child = None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    # Ctrl-C ends the tracing even when the shell started us with SIGINT ignored (a background job), as in bpftrace
-    old_int = signal.signal(signal.SIGINT, _raise_interrupt)
     kernel = LiveKernel()
     session = None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        # Once the session exists, Ctrl-C asks it to stop, as bpftrace's flag does: it can arrive while the
+        # probes attach or BEGIN's output prints, and the run still ends with END and the maps. Before, it aborts.
+        if session is None:
+            raise KeyboardInterrupt
+        session.exit_requested = True
+
+    # installed even when the shell started us with SIGINT ignored (a background job), as bpftrace does
+    old_int = signal.signal(signal.SIGINT, on_sigint)
     try:
         if args.command:
             from ..trace.child import HeldChild
@@ -246,15 +254,12 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
             if child is not None:
                 child.abandon()
             raise
-        try:  # a Ctrl-C from here on ends the tracing and prints the results, even before the first event
-            if args.verbose:
-                for line in session.mechanisms:
-                    print(f"bpfmux: {line}", file=sys.stderr)
-            if child is not None:
-                child.release()
-            _loop(session, child, args.pid)
-        except KeyboardInterrupt:
-            pass
+        if args.verbose:
+            for line in session.mechanisms:
+                print(f"bpfmux: {line}", file=sys.stderr)
+        if child is not None:
+            child.release()
+        _loop(session, child, args.pid)
         # as in bpftrace, a Ctrl-C only ends the tracing: one more while END runs and the maps print is ignored
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         session.finish()
