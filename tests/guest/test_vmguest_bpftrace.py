@@ -95,6 +95,7 @@ def _loopback_up() -> None:
 
 def _tcp(port_holder: list[int]) -> None:
     srv = socket.socket()
+    srv.settimeout(30)
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port_holder.append(srv.getsockname()[1])
@@ -104,14 +105,16 @@ def _tcp(port_holder: list[int]) -> None:
         c.sendall(c.recv(10))
         c.close()
 
-    t = threading.Thread(target=accept)
+    # a daemon thread with a timeout: a failed connection must not leave pytest unable to exit (the guest hangs)
+    t = threading.Thread(target=accept, daemon=True)
     t.start()
-    cli = socket.create_connection(("127.0.0.1", port_holder[0]))
-    cli.sendall(b"hello")
-    cli.recv(10)
-    cli.close()
-    t.join()
-    srv.close()
+    try:
+        with socket.create_connection(("127.0.0.1", port_holder[0]), timeout=30) as cli:
+            cli.sendall(b"hello")
+            cli.recv(10)
+        t.join(timeout=30)
+    finally:
+        srv.close()
 
 
 @pytest.mark.parametrize("name", ["tcpconnect", "tcpaccept", "tcplife"])
