@@ -129,3 +129,30 @@ def test_listing_without_a_kernel_of_its_own() -> None:
     r = bt("-l", "tracepoint:sched:sched_switch")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "tracepoint:sched:sched_switch\n"
+
+
+def test_sigint_ends_tracing_even_when_started_with_sigint_ignored(root_required: None) -> None:
+    # a shell's background job starts with SIGINT ignored; bpftrace still stops on it, and so must we
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    p = subprocess.Popen([*BPFMUX, "bt", "-e", 'BEGIN { printf("go\\n"); @x = 1; }'], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ignore_sigint)  # fmt: skip
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline(), p.stdout.readline()]
+        assert lines == ["Attaching 1 probe...\n", "go\n"], p.stderr.read() if p.stderr else ""
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert out == "\n\n@x: 1\n"  # what bpftrace 0.17 prints after its BEGIN output

@@ -29,6 +29,15 @@ def test_vfscount_on_a_kernel_with_kprobes(bpftrace_script, bpftrace_tools: Path
     assert re.match(r"Attaching \d+ probes\.\.\.\nTracing VFS calls", out)
 
 
+def test_kprobe_globs_count_once_and_missing_functions_of_a_list_are_skipped(bpftrace_script) -> None:
+    # bpftrace 0.17 attaches a kprobe glob with one kprobe_multi link ("Attaching" counts it once) and skips a
+    # function of a probe list that cannot be probed (biolatency's blk_account_io_start, __blk_account_io_start)
+    prog = "kprobe:no_such_function_x, kprobe:vfs_read { @[func] = count(); } kprobe:vfs_* { @all = count(); }"
+    out = bpftrace_script(prog, "vfs_read(1,2,3,4)*2,vfs_write(1,2,3,4)")
+    assert out.startswith("Attaching 3 probes...\n")
+    assert out.endswith("\n\n\n@[vfs_read]: 2\n@all: 3\n")
+
+
 def test_pidpersec_prints_per_interval_and_clears(bpftrace_script, bpftrace_tools: Path) -> None:
     out = bpftrace_script(tool(bpftrace_tools, "pidpersec"), "tp:sched:sched_process_fork*4")
     assert re.search(r"^\d\d:\d\d:\d\d PIDs/sec: @: 4$", out, re.M)

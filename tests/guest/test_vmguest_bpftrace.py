@@ -74,7 +74,8 @@ def test_vfsstat_format(tools: Path) -> None:
 
 
 def test_capable(tools: Path) -> None:
-    code = "import os\nos.chown('/tmp', 0, 0)\nprint(os.getpid())"
+    # giving a file away needs CAP_CHOWN (chowning /tmp to its own owner asks for no capability)
+    code = "import os,tempfile\nf=tempfile.mkstemp()[1]\nos.chown(f, 1, 1)\nos.unlink(f)\nprint(os.getpid())"
     bt, ours, done = both(tools / "capable.bt", lambda: subprocess.run([sys.executable, "-S", "-c", code],
                                                                        capture_output=True, text=True), "AUDIT")  # fmt: skip
     pid = done.stdout.strip()
@@ -82,8 +83,19 @@ def test_capable(tools: Path) -> None:
     assert mine and mine == [TIME.sub("T", x) for x in bt.stdout.splitlines() if f" {pid} " in x]
 
 
+def _loopback_up() -> None:
+    """The guest's ``lo`` starts down; up, the kernel gives it 127.0.0.1."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+
+
 def _tcp(port_holder: list[int]) -> None:
     srv = socket.socket()
+    srv.settimeout(30)
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port_holder.append(srv.getsockname()[1])
@@ -93,18 +105,21 @@ def _tcp(port_holder: list[int]) -> None:
         c.sendall(c.recv(10))
         c.close()
 
-    t = threading.Thread(target=accept)
+    # a daemon thread with a timeout: a failed connection must not leave pytest unable to exit (the guest hangs)
+    t = threading.Thread(target=accept, daemon=True)
     t.start()
-    cli = socket.create_connection(("127.0.0.1", port_holder[0]))
-    cli.sendall(b"hello")
-    cli.recv(10)
-    cli.close()
-    t.join()
-    srv.close()
+    try:
+        with socket.create_connection(("127.0.0.1", port_holder[0]), timeout=30) as cli:
+            cli.sendall(b"hello")
+            cli.recv(10)
+        t.join(timeout=30)
+    finally:
+        srv.close()
 
 
 @pytest.mark.parametrize("name", ["tcpconnect", "tcpaccept", "tcplife"])
 def test_tcp_tools(tools: Path, name: str) -> None:
+    _loopback_up()
     port: list[int] = []
     bt, ours, _ = both(tools / f"{name}.bt", lambda: _tcp(port), "PID|PORT|Ctrl-C")
     mine = [TIME.sub("T", x) for x in ours.stdout.splitlines() if str(port[0]) in x]

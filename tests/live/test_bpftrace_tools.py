@@ -404,3 +404,15 @@ def test_writeback(tools: Path) -> None:
     # the sync's writebacks, in order, in both (DEVICE, PAGES, REASON; "ms" is a latency each times itself)
     assert rows(ours.stdout) and rows(ours.stdout) == rows(bt.stdout)
     assert header(ours.stdout, "REASON") == header(bt.stdout, "REASON")
+
+
+def test_buf_of_a_runtime_length_like_undump(tools: Path) -> None:
+    # undump.bt's buf($skb->data, $skb->len): a length known only at run time, clamped to 64 bytes as in bpftrace
+    comm = marker()
+    prog = (f'tracepoint:syscalls:sys_enter_write /comm == "{comm}"/ {{ printf("%d %r\\n", args->count, '
+            f'buf(args->buf, args->count)); }} BEGIN {{ printf("go\\n"); }}')  # fmt: skip
+    code = "import os\nos.write(1, b'hi\\x01there\\n')\nos.write(1, bytes(range(100)))"
+    bt, ours, _ = run_both(prog, lambda: run_py(code, comm=comm), ready="go")
+    mine = [x for x in ours.stdout.splitlines() if x[:1].isdigit()]
+    assert mine == [x for x in bt.stdout.splitlines() if x[:1].isdigit()]
+    assert len(mine) == 2 and mine[0].startswith("9 hi\\x01there")

@@ -1290,7 +1290,9 @@ class Gen:
                 pos = self.label("bufpos")
                 a.jgt(R2, 0, pos).mov(R2, 1)
                 a.label(pos)
-                a.and_(R2, 0x7F)
+                fits = self.label("buffits")  # reloaded from memory: the verifier needs the bound again
+                a.jle(R2, size, fits).mov(R2, size)
+                a.label(fits)
                 a.mov(R1, R9).add(R1, off + 8).call(H.probe_read)
             else:
                 a.stdw(R9, off, size)

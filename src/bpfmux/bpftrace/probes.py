@@ -101,6 +101,8 @@ class Context:
         attach points exists: checked, not loaded).
     :ivar group: the planner's group (``None`` for specials).
     :ivar targets: the probes covered, in attach order.
+    :ivar lone: the block's only attach point, not a glob: a probe of it that
+        cannot attach is an error (in a list or a glob it is skipped, as in bpftrace).
     """
 
     block: int
@@ -110,6 +112,7 @@ class Context:
     targets: list[ProbeTarget]
     attach: AttachSpec
     retprobe: bool = False
+    lone: bool = False
 
     @property
     def name(self) -> str:
@@ -132,8 +135,11 @@ class Resolution:
 
     @property
     def num_probes(self) -> int:
-        """What bpftrace counts in "Attaching N probes..."."""
-        return sum(max(1, len(c.targets)) if c.how == "special" else len(c.targets)
+        """What bpftrace counts in "Attaching N probes...": a kprobe glob that
+        bpftrace 0.17 attaches with one kprobe_multi link counts once."""
+        return sum(max(1, len(c.targets)) if c.how == "special"
+                   else 1 if c.how == Mechanism.KPROBE_MULTI and c.attach.wildcard and c.targets
+                   else len(c.targets)
                    for cs in self.contexts for c in cs)  # fmt: skip
 
 
@@ -295,7 +301,8 @@ def resolve(program: A.Program, kernel: Resolver, *, params: list[str] | None = 
                         one = Group(g.spec, g.how, [g.probes[targets.index(t)]], [target], g.retprobe, g.role)
                         contexts.append(Context(bi, owner.provider, g.how, one, [t], owner, retprobe=g.retprobe))
                     continue
-                contexts.append(Context(bi, owner.provider, g.how, g, targets, owner, retprobe=g.retprobe))
+                contexts.append(Context(bi, owner.provider, g.how, g, targets, owner, retprobe=g.retprobe,
+                                        lone=len(specs) == 1 and not owner.wildcard))  # fmt: skip
         contexts.sort(key=lambda c: next(i for i, s in enumerate(specs) if s is c.attach))
         if not contexts:  # every attach point was skipped: still checked (its maps exist and print), never loaded
             contexts.append(Context(bi, specs[0].provider, "skipped", None, [], specs[0]))

@@ -146,6 +146,7 @@ class Session:
         self.out = out if out is not None else sys.stdout
         self.maps_out = maps_out if maps_out is not None else sys.stdout
         self.maps: dict[str, api.Map] = {}
+        self._functions: frozenset[str] | None = None
         self.loaded: list[tuple[CompiledProgram, api.Program]] = []
         self.links: list[Any] = []
         self.exit_requested = False
@@ -176,6 +177,15 @@ class Session:
         from ..host.cpus import possible_cpus
 
         return possible_cpus()
+
+    def _traceable(self) -> frozenset[str]:
+        """The kernel functions probes can attach to (read once)."""
+        if self._functions is None:
+            try:
+                self._functions = frozenset(self.kernel.function_names("*"))
+            except (NotFoundError, BpfmuxError, OSError):
+                self._functions = frozenset()
+        return self._functions
 
     def _stack(self, ref: str, stackid: int) -> list[int]:
         m = self.maps.get(ref)
@@ -308,9 +318,18 @@ class Session:
             self.mechanisms.append(f"{ctx.attach.text}: {kind}, {len(g.targets)} function(s)")
         elif how in (Mechanism.KPROBE_MULTI, Mechanism.KPROBE):
             assert g is not None
-            self.links.append(prog.attach_many(g.targets, cookies, retprobe=ctx.retprobe))
+            targets = list(g.targets)
+            known = self._traceable() if not ctx.lone else frozenset()
+            if known:  # in a list or a glob, a function that cannot be probed is skipped, as in bpftrace
+                keep = [i for i, t in enumerate(targets) if t.partition("+")[0] in known]
+                for i in sorted(set(range(len(targets))) - set(keep)):
+                    print(f"WARNING: could not attach probe {ctx.provider}:{targets[i]}, skipping.", file=sys.stderr)
+                targets, cookies = [targets[i] for i in keep], [cookies[i] for i in keep]
+                if not targets:
+                    return
+            self.links.append(prog.attach_many(targets, cookies, retprobe=ctx.retprobe))
             kind = "kprobe_multi" if how == Mechanism.KPROBE_MULTI else "perf-event kprobes"
-            self.mechanisms.append(f"{ctx.attach.text}: {kind}, {len(g.targets)} function(s)")
+            self.mechanisms.append(f"{ctx.attach.text}: {kind}, {len(targets)} function(s)")
         elif how in (Mechanism.FENTRY, Mechanism.FEXIT):
             self.links.append(prog.attach())
             self.mechanisms.append(f"{ctx.attach.text}: {how} trampoline")

@@ -229,6 +229,16 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     kernel = LiveKernel()
     session = None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        # Once the session exists, Ctrl-C asks it to stop, as bpftrace's flag does: it can arrive while the
+        # probes attach or BEGIN's output prints, and the run still ends with END and the maps. Before, it aborts.
+        if session is None:
+            raise KeyboardInterrupt
+        session.exit_requested = True
+
+    # installed even when the shell started us with SIGINT ignored (a background job), as bpftrace does
+    old_int = signal.signal(signal.SIGINT, on_sigint)
     try:
         if args.command:
             from ..trace.child import HeldChild
@@ -250,12 +260,15 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
         if child is not None:
             child.release()
         _loop(session, child, args.pid)
+        # as in bpftrace, a Ctrl-C only ends the tracing: one more while END runs and the maps print is ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         session.finish()
         if args.verbose and child is not None and child.status is not None:
             print(f"Child exited with code: {child.status}", file=out)
         return 0
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
         try:
             if session is not None:
                 session.close()

@@ -168,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     ensure_tracefs()
     child = None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    old_int = signal.signal(signal.SIGINT, _raise_interrupt)  # also when started as a background job (SIGINT ignored)
     try:
         if args.command:
             from ..trace.child import HeldChild
@@ -198,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             return _loop(args, tracer, child, announce)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
 
 
 def _list(args: argparse.Namespace) -> int:
