@@ -27,7 +27,7 @@ from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Tas
 
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
-TIERS = ("checked", "fast")
+TIERS = ("checked", "fast", "native")
 
 
 @dataclass
@@ -173,8 +173,10 @@ class EmuProgram:
         :param ctx: the context. ``bytes`` are copied; a ``bytearray`` (or
             writable ``memoryview``) is mapped as is, so the program's writes
             land in it. ``r1`` points at byte ``ctx_offset`` of it.
-        :param tier: ``"checked"`` or ``"fast"`` (default: the program's,
-            else the VM's).
+        :param tier: ``"checked"``, ``"fast"`` or ``"native"`` (default: the
+            program's, else the VM's; ``"native"`` runs on the fast tier when
+            the program cannot be compiled natively, and the result's
+            ``tier`` says so).
         :param context: per-call context (traced call, cookie, task, CPU…).
         :param regs: initial values of r1-r5 (override the ``ctx`` pointer).
         :param ctx_writable: map the context read-only when false.
@@ -185,7 +187,7 @@ class EmuProgram:
             raise BpfmuxError(f"program {self.name!r} is closed")
         tier = tier or self.tier or self.vm.tier
         if tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         vm = self.vm
         space = vm.space
         region: Region | None = None
@@ -201,11 +203,20 @@ class EmuProgram:
                 if not 1 <= r <= 5:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
+        if tier == "native":
+            from .native import native_code
+
+            if native_code(self) is None:
+                tier = "fast"  # not compilable natively (or no llvmlite): see native_code()
         rs = RunState(vm, self, tier, context)
         vm._running += 1
         try:
             if tier == "checked":
                 r0 = interp.interpret(rs, self, 0, args, 0)
+            elif tier == "native":
+                from .native.runner import run_function
+
+                r0 = run_function(rs, self, 0, args, 0)
             else:
                 r0 = self._run_fast(rs, args)
         finally:
@@ -264,6 +275,10 @@ class EmuProgram:
         callbacks)."""
         if rs.tier == "checked":
             return interp.interpret(rs, self, pc, args, depth)
+        if rs.tier == "native":
+            from .native.runner import run_function
+
+            return run_function(rs, self, pc, args, depth)
         return self.fast_function(pc)(rs, args[0], args[1], args[2], args[3], args[4], depth)
 
     # -- misc ------------------------------------------------------------------
@@ -368,7 +383,7 @@ class VM:
         if ncpus < 1:
             raise BpfmuxError("a VM needs at least one CPU")
         if tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         self.space = AddressSpace()
         self.ncpus = ncpus
         self.cpu = cpu
@@ -503,7 +518,7 @@ class VM:
         if isinstance(insns, bytes | bytearray | memoryview):
             insns = decode(bytes(insns), source=name)
         if tier is not None and tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         return EmuProgram(self, insns, name, int(prog_type), tier, fd_array, expected_attach_type)
 
     def register_kfunc(self, btf_id: int, fn: Callable[..., int], name: str | None = None) -> None:
