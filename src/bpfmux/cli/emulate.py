@@ -56,7 +56,8 @@ def register(sub: Any) -> None:
                    help="trampoline policy (default: clone, the seed's design)")  # fmt: skip
     p.add_argument("--btf", default="auto", metavar="auto|none|PATH",
                    help="kernel BTF for the function table (default: this machine's vmlinux when present)")
-    p.add_argument("--tier", default="fast", choices=["fast", "checked"], help="VM tier (default: fast)")
+    p.add_argument("--tier", default="fast", choices=["fast", "checked", "native"],
+                   help="VM tier (default: fast; native needs pip install bpfmux[native], else runs fast)")
     p.add_argument("--program", action="append", metavar="NAME", help="load and attach only these programs")
     p.add_argument("--show", action="store_true", help="print every patched function's image and the costs")
     p.add_argument("--no-dump", action="store_true", help="do not print the maps")

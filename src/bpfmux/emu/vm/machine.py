@@ -23,6 +23,7 @@ from . import interp
 from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
+from .native import runner as _native
 from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Task
 
 M64 = 0xFFFFFFFFFFFFFFFF
@@ -204,9 +205,7 @@ class EmuProgram:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
         if tier == "native":
-            from .native import native_code
-
-            if native_code(self) is None:
+            if _native.compiled_or_none(self) is None:
                 tier = "fast"  # not compilable natively (or no llvmlite): see native_code()
         rs = RunState(vm, self, tier, context)
         vm._running += 1
@@ -214,9 +213,7 @@ class EmuProgram:
             if tier == "checked":
                 r0 = interp.interpret(rs, self, 0, args, 0)
             elif tier == "native":
-                from .native.runner import run_function
-
-                r0 = run_function(rs, self, 0, args, 0)
+                r0 = _native.run_function(rs, self, 0, args, 0)
             else:
                 r0 = self._run_fast(rs, args)
         finally:
@@ -276,9 +273,7 @@ class EmuProgram:
         if rs.tier == "checked":
             return interp.interpret(rs, self, pc, args, depth)
         if rs.tier == "native":
-            from .native.runner import run_function
-
-            return run_function(rs, self, pc, args, depth)
+            return _native.run_function(rs, self, pc, args, depth)
         return self.fast_function(pc)(rs, args[0], args[1], args[2], args[3], args[4], depth)
 
     # -- misc ------------------------------------------------------------------
@@ -359,7 +354,8 @@ class VM:
     :param ncpus: number of emulated CPUs (per-CPU maps have one value each).
     :param cpu: the CPU programs run on unless a :class:`RunContext` says
         otherwise.
-    :param tier: default tier, ``"fast"`` or ``"checked"``.
+    :param tier: default tier, ``"fast"``, ``"checked"`` or ``"native"``
+        (see :attr:`tier_in_use`).
     :param seed: seed of ``bpf_get_prandom_u32``.
     :param task: the current task (default pid/tgid 1, comm ``bpfmux-emu``).
     :param clock: the clock (default follows the host's monotonic clock).
@@ -412,6 +408,18 @@ class VM:
         self._running = 0
         self._pending: list[Region] = []
         self._closed = False
+
+    @property
+    def tier_in_use(self) -> str:
+        """The tier programs run on by default: :attr:`tier`, except that
+        ``"native"`` without llvmlite runs the fast tier (a program the
+        native tier cannot translate also runs there; ``RunResult.tier``
+        says per run)."""
+        if self.tier == "native":
+            from .native import available
+
+            return "native" if available() else "fast"
+        return self.tier
 
     # -- maps ----------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Each BPF function of a program (its entry, every bpf-to-bpf call target and
 callback) becomes one LLVM function ``i64 @<prefix>f<slot>(ptr st, i64 r1,
-…, i64 r5, i64 depth)``; one basic block per reachable instruction, the
+…, i64 r5, i64 depth, i64 fp)`` (``fp``: r10, the top of its frame); one basic block per reachable instruction, the
 registers in ``alloca`` slots (LLVM's ``mem2reg`` turns them into SSA
 values). ``st`` points at the run's state (:mod:`.state`): word 0 the status
 (0 running, 1 fault pending, 2 a tail call returned ``st[1]``, 3 the run
@@ -38,9 +38,53 @@ A_READ, A_WRITE, A_ATOMIC = 0, 1, 2
 
 ST_OK, ST_FAULT, ST_TAIL, ST_END = 0, 1, 2, 3
 
+#: State words: 0 status, 1 tail-call r0, 2 table, 3 table length, 4… the
+#: arguments of a callback (``bpfmux_call``: kind, id, pc, depth, r1-r5;
+#: ``bpfmux_mem``: address, size, flags, pc, value, extra), and of an entry
+#: (words 7-13: depth, r1-r5, fp). One pointer crosses into Python: ``ctypes``
+#: converts each argument, and one costs a fifth of eight.
 DECLS = """\
-declare i64 @bpfmux_mem(ptr, i64, i64, i64, i64, i64, i64)
-declare i64 @bpfmux_call(ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+declare i64 @bpfmux_cb_mem(ptr)
+declare i64 @bpfmux_cb_call(ptr)
+define internal i64 @bpfmux_mem(ptr %st, i64 %a, i64 %b, i64 %c, i64 %d, i64 %e, i64 %f) noinline {
+  %p4 = getelementptr i64, ptr %st, i64 4
+  store i64 %a, ptr %p4
+  %p5 = getelementptr i64, ptr %st, i64 5
+  store i64 %b, ptr %p5
+  %p6 = getelementptr i64, ptr %st, i64 6
+  store i64 %c, ptr %p6
+  %p7 = getelementptr i64, ptr %st, i64 7
+  store i64 %d, ptr %p7
+  %p8 = getelementptr i64, ptr %st, i64 8
+  store i64 %e, ptr %p8
+  %p9 = getelementptr i64, ptr %st, i64 9
+  store i64 %f, ptr %p9
+  %r = call i64 @bpfmux_cb_mem(ptr %st)
+  ret i64 %r
+}
+define internal i64 @bpfmux_call(ptr %st, i64 %a, i64 %b, i64 %c, i64 %d, i64 %r1, i64 %r2, i64 %r3, i64 %r4,
+                                 i64 %r5) noinline {
+  %p4 = getelementptr i64, ptr %st, i64 4
+  store i64 %a, ptr %p4
+  %p5 = getelementptr i64, ptr %st, i64 5
+  store i64 %b, ptr %p5
+  %p6 = getelementptr i64, ptr %st, i64 6
+  store i64 %c, ptr %p6
+  %p7 = getelementptr i64, ptr %st, i64 7
+  store i64 %d, ptr %p7
+  %p8 = getelementptr i64, ptr %st, i64 8
+  store i64 %r1, ptr %p8
+  %p9 = getelementptr i64, ptr %st, i64 9
+  store i64 %r2, ptr %p9
+  %p10 = getelementptr i64, ptr %st, i64 10
+  store i64 %r3, ptr %p10
+  %p11 = getelementptr i64, ptr %st, i64 11
+  store i64 %r4, ptr %p11
+  %p12 = getelementptr i64, ptr %st, i64 12
+  store i64 %r5, ptr %p12
+  %r = call i64 @bpfmux_cb_call(ptr %st)
+  ret i64 %r
+}
 declare i64 @llvm.bswap.i64(i64)
 declare i32 @llvm.bswap.i32(i32)
 declare i16 @llvm.bswap.i16(i16)
@@ -210,7 +254,7 @@ class FunctionGen:
         self.outside: dict[int, str] = {}
         name = self.mod.fname(self.entry)
         self.lines.append(f"define internal i64 @{name}(ptr %st, i64 %a1, i64 %a2, i64 %a3, i64 %a4, i64 %a5, "
-                          "i64 %depth) {")
+                          "i64 %depth, i64 %fp) {")
         self.label("entry")
         for r in range(11):
             self.e(f"%r{r} = alloca i64")
@@ -220,11 +264,7 @@ class FunctionGen:
             self.put(r, "0")
         for r in range(1, 6):
             self.put(r, f"%a{r}")
-        base = self.cb(K_FRAME, "0", self.entry, [])
-        self.check_status()
-        fp = self.t()
-        self.e(f"{fp} = add i64 {base}, 512")
-        self.put(10, fp)
+        self.put(10, "%fp")
         self.e(f"br label %L{self.entry}")
         for pc in sorted(reach):
             self.label(f"L{pc}")
@@ -479,9 +519,13 @@ class FunctionGen:
             self.mod.want(target)
             d1 = self.t()
             self.e(f"{d1} = add i64 %depth, 1")
+            frame = self.cb(K_FRAME, d1, pc, [])
+            self.check_status()
+            fp = self.t()
+            self.e(f"{fp} = add i64 {frame}, 512")
             v = self.t()
             self.e(f"{v} = call i64 @{self.mod.fname(target)}(ptr %st, "
-                   + ", ".join(f"i64 {x}" for x in args) + f", i64 {d1})")
+                   + ", ".join(f"i64 {x}" for x in args) + f", i64 {d1}, i64 {fp})")
             self.check_status()
         elif src == 2:
             v = self.cb(K_KFUNC, str(imm & M32), pc, args)
@@ -662,10 +706,12 @@ class ModuleGen:
             out.extend(FunctionGen(self, e).emit())
         done = sorted(self._done)
         for e in done:
-            out.append(f"define i64 @{self.prefix}e{e}(ptr %st, i64 %a1, i64 %a2, i64 %a3, i64 %a4, i64 %a5, "
-                       "i64 %depth) {")
+            out.append(f"define i64 @{self.prefix}e{e}(ptr %st) {{")
+            for w, name in enumerate(("depth", "a1", "a2", "a3", "a4", "a5", "fp"), 7):
+                out.append(f"  %p{w} = getelementptr i64, ptr %st, i64 {w}")
+                out.append(f"  %{name} = load i64, ptr %p{w}")
             out.append(f"  %r = call i64 @{self.fname(e)}(ptr %st, i64 %a1, i64 %a2, i64 %a3, i64 %a4, i64 %a5, "
-                       "i64 %depth)")
+                       "i64 %depth, i64 %fp)")
             out.append("  ret i64 %r")
             out.append("}")
         return "\n".join(out) + "\n", done

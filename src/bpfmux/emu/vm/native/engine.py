@@ -16,6 +16,7 @@ _ENGINE: Any = None
 _TM: Any = None
 _BY_IR: dict[str, tuple[str, float]] = {}
 _COUNT = 0
+_AVAILABLE: bool | None = None
 #: LLVM's code generator level. 0 (fast instruction selection) compiles four
 #: times faster than 2 and the ALU loop of bench/vm_speed.py still runs at
 #: about 4,000 M insn/s (5,700 at 2): compile time dominates short runs.
@@ -24,11 +25,15 @@ CODEGEN_OPT = 0
 
 def available() -> bool:
     """Whether llvmlite can be imported (the ``native`` extra is installed)."""
-    try:
-        import llvmlite.binding  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    global _AVAILABLE
+    if _AVAILABLE is None:
+        try:
+            import llvmlite.binding  # noqa: F401
+        except ImportError:
+            _AVAILABLE = False
+        else:
+            _AVAILABLE = True
+    return _AVAILABLE
 
 
 def _engine(symbols: dict[str, int]) -> Any:

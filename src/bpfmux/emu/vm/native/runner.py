@@ -38,8 +38,7 @@ TABLE_SLOTS = 1 << 16
 _ENTRY = ctypes.c_uint64 * 3
 _TABLE_GROW = 256
 
-_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                       ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64)
+_FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
 MESSAGES = codegen.Messages()
 
@@ -52,6 +51,7 @@ class RegionTable:
         self.size = 0
         self.array: Any = (ctypes.c_uint64 * 0)()
         self.exports: dict[int, Any] = {}
+        self.free_runs: list[NativeRun] = []  # run states to reuse (one per run; nested runs share theirs)
         space.listeners.append(self.invalidate)
 
     def _grow(self, idx: int) -> None:
@@ -60,6 +60,9 @@ class RegionTable:
         ctypes.memmove(new, self.array, 24 * self.size)
         self.array = new
         self.size = size
+        for run in _RUNS.values():  # running code reads the table's address from its state
+            if run.table is self:
+                run.sync()
 
     def install(self, slot: int) -> None:
         """Give generated code direct access to the region at ``slot``, when its buffer allows."""
@@ -67,7 +70,7 @@ class RegionTable:
         if not 0 <= idx < TABLE_SLOTS:
             return
         region = self.space.regions.get(slot)
-        if region is None or not len(region.buf):
+        if region is None or not len(region.buf) or slot in self.exports:
             return
         try:
             view = (ctypes.c_char * len(region.buf)).from_buffer(region.buf)
@@ -109,7 +112,7 @@ class NativeRun:
     def __init__(self, rs: RunState, table: RegionTable) -> None:
         self.rs = rs
         self.table = table
-        self.state = (ctypes.c_uint64 * 4)()
+        self.state = (ctypes.c_uint64 * 16)()
         self.exc: BaseException | None = None
         self.sync()
 
@@ -132,15 +135,20 @@ def _record(run: NativeRun, exc: BaseException, pc: int | None = None) -> int:
     return 0
 
 
-def _mem(st: int, addr: int, size: int, flags: int, pc: int, value: int, extra: int) -> int:
+_MEM_ARGS = struct.Struct("<QQQqQQ")
+_CALL_ARGS = struct.Struct("<QQqqQQQQQ")
+_ENTRY_ARGS = struct.Struct("<qQQQQQQ")
+
+
+def _mem(st: int) -> int:
     run = _RUNS[st]
+    addr, size, flags, pc, value, extra = _MEM_ARGS.unpack_from(run.state, 32)
     try:
         space = run.table.space
         kind = flags & 0xFF
         write = kind != codegen.A_READ
         buf, off = space.check(addr, size, write, pc)
         run.table.install(addr >> SLOT_SHIFT)
-        run.sync()
         st_ = _ST[size]
         if kind == codegen.A_READ:
             return int(st_.unpack_from(buf, off)[0])
@@ -168,10 +176,19 @@ def _mem(st: int, addr: int, size: int, flags: int, pc: int, value: int, extra: 
         return _record(run, e, pc)
 
 
-def _call(st: int, kind: int, ident: int, pc: int, depth: int, r1: int, r2: int, r3: int, r4: int,
-          r5: int) -> int:
+def _call(st: int) -> int:
     run = _RUNS[st]
+    kind, ident, pc, depth, r1, r2, r3, r4, r5 = _CALL_ARGS.unpack_from(run.state, 32)
     rs = run.rs
+    if kind == 0 and ident != 12:  # the common case first: a helper
+        fn = rs.vm.helpers.table.get(ident)
+        if fn is not None:
+            rs.depth = depth
+            rs.pc = pc
+            try:
+                return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+            except BaseException as e:
+                return _record(run, e, pc)
     try:
         if kind == codegen.K_HELPER or kind == codegen.K_KFUNC:
             vm = rs.vm
@@ -192,17 +209,13 @@ def _call(st: int, kind: int, ident: int, pc: int, depth: int, r1: int, r2: int,
                 if tgt is None:
                     return 0  # a failed tail call: the program goes on (r0 is left as it was)
                 r0 = run_function(rs, tgt, 0, [r1, r2, r3, r4, r5], depth)
-                run.sync()
                 run.state[1] = r0 & M64
                 run.state[0] = codegen.ST_TAIL
                 return 0
-            r0 = fn(rs, r1, r2, r3, r4, r5)
-            run.sync()
-            return int(r0) & M64
-        if kind == codegen.K_FRAME:
-            base, _buf = rs.frame(depth)
+            return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+        if kind == codegen.K_FRAME:  # the frame of a bpf-to-bpf call at depth ``ident``
+            base, _buf = rs.frame(ident)
             run.table.install(base >> SLOT_SHIFT)
-            run.sync()
             return base
         if kind == codegen.K_FAULT:
             text, fpc = MESSAGES.items[ident]
@@ -240,9 +253,7 @@ def _callx(run: NativeRun, pc: int, target: int, args: list[int], depth: int) ->
             raise EmulatorFault(f"insn {pc}: a tail call through callx is not supported", pc=pc)
         rs.depth = depth
         rs.pc = pc
-        r0 = int(fn(rs, *args)) & M64
-        run.sync()
-        return r0
+        return int(fn(rs, *args)) & M64
     if not isinstance(callee, EmuProgram):
         raise EmulatorFault(f"insn {pc}: callx to {target:#x}, which is not code", pc=pc, address=target)
     off = target - callee.code_addr
@@ -251,19 +262,14 @@ def _callx(run: NativeRun, pc: int, target: int, args: list[int], depth: int) ->
                             address=target)
     if depth + 1 >= MAX_CALL_FRAMES:
         raise EmulatorFault(f"insn {pc}: call depth exceeds {MAX_CALL_FRAMES} frames", pc=pc)
-    r0 = run_function(rs, callee, off // 8, args, depth + 1)
-    run.sync()
-    return r0
+    return run_function(rs, callee, off // 8, args, depth + 1)
 
 
-_MEM_CB = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                           ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64)(_mem)
-_CALL_CB = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64,
-                            ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                            ctypes.c_uint64)(_call)
+_MEM_CB = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)(_mem)
+_CALL_CB = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)(_call)
 SYMBOLS = {
-    "bpfmux_mem": ctypes.cast(_MEM_CB, ctypes.c_void_p).value or 0,
-    "bpfmux_call": ctypes.cast(_CALL_CB, ctypes.c_void_p).value or 0,
+    "bpfmux_cb_mem": ctypes.cast(_MEM_CB, ctypes.c_void_p).value or 0,
+    "bpfmux_cb_call": ctypes.cast(_CALL_CB, ctypes.c_void_p).value or 0,
 }
 
 
@@ -289,7 +295,7 @@ _COMPILED: weakref.WeakKeyDictionary[Any, tuple[object, Compiled | Fallback]] = 
 def compiled(prog: EmuProgram) -> Compiled | Fallback:
     """The native code of ``prog`` (compiled on first use, cached per program),
     or why there is none."""
-    version = (prog.vm.max_loop_iterations, frozenset(prog.entries))
+    version = (prog.vm.max_loop_iterations, len(prog.entries))  # entries only grow
     hit = _COMPILED.get(prog)
     if hit is not None and hit[0] == version:
         return hit[1]
@@ -310,6 +316,12 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
     return result
 
 
+def compiled_or_none(prog: EmuProgram) -> Compiled | None:
+    """:func:`compiled` when it compiled, else ``None``."""
+    c = compiled(prog)
+    return c if isinstance(c, Compiled) else None
+
+
 def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: int) -> int:
     """Run the function of ``prog`` at slot ``pc`` in run ``rs`` (natively
     when it compiles, else on the fast tier); return its ``r0``.
@@ -327,14 +339,28 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
     run = _BY_RS.get(id(rs))
     own = run is None
     if run is None:
-        run = NativeRun(rs, table_of(rs.vm))
+        table = table_of(rs.vm)
+        if table.free_runs:
+            run = table.free_runs.pop()
+            run.rs = rs
+            run.sync()
+        else:
+            run = NativeRun(rs, table)
         addr = ctypes.addressof(run.state)
         _RUNS[addr] = run
         _BY_RS[id(rs)] = run
     else:
         addr = ctypes.addressof(run.state)
+    table = run.table
+    base, _buf = rs.frame(depth)
+    table.install(base >> SLOT_SHIFT)
+    a1 = args[0] & M64
+    if a1 >> SLOT_SHIFT not in table.exports:
+        table.install(a1 >> SLOT_SHIFT)  # r1 is mostly the context: give the code direct access up front
     try:
-        r0 = int(fn(addr, args[0] & M64, args[1] & M64, args[2] & M64, args[3] & M64, args[4] & M64, depth))
+        _ENTRY_ARGS.pack_into(run.state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
+                              args[4] & M64, base + 512)
+        r0 = int(fn(addr))
         status = run.state[0]
         if status:
             run.state[0] = 0
@@ -349,3 +375,7 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         if own:
             _RUNS.pop(addr, None)
             _BY_RS.pop(id(rs), None)
+            run.exc = None
+            run.state[0] = 0
+            if len(table.free_runs) < 8:
+                table.free_runs.append(run)
