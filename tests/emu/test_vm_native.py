@@ -11,6 +11,8 @@ and what the tier reports when it cannot run natively.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,8 @@ from bpfmux.emu import VM
 from bpfmux.emu.vm import native
 from bpfmux.emu.vm.progen import CTX_SIZE, random_program
 from bpfmux.errors import EmulatorFault, NotSupportedError, VerifierError
+from bpfmux.isa.asm import assemble
+from bpfmux.uapi import MapType
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite is not installed (pip install bpfmux[native])")
 
@@ -105,3 +109,99 @@ def test_map_programs_agree(seed, ops):
             res = vm.load(g.with_fds([m.fd for m in maps])).run(g.ctx, tier=tier)
             results.append((res.r0, res.ctx, [dict(m.items()) for m in maps]))
     assert results[0] == results[1]
+
+
+# -- what random programs rarely reach ------------------------------------------------
+
+
+def _fault(prog, tier, ctx=None, **kw):
+    with pytest.raises(EmulatorFault) as ei:
+        prog.run(ctx, tier=tier, **kw)
+    return str(ei.value), ei.value.pc, ei.value.address
+
+
+def test_region_unmapped_after_a_run_faults():
+    """The region table forgets a context when the run that mapped it ends:
+    its address faults in a later run, as on the checked tier."""
+    with VM() as vm:
+        keep = vm.load(assemble("mov %r0, %r1\nexit"))
+        stale = keep.run(bytes(16), tier="native").r0  # the address the context had
+        reader = vm.load(assemble("ldxdw %r0, [%r1+8]\nexit"))
+        assert reader.run(bytes(range(16)), tier="native").r0 == struct.unpack_from("<Q", bytes(range(16)), 8)[0]
+        assert _fault(reader, "native", regs={1: stale}) == _fault(reader, "checked", regs={1: stale})
+
+
+def test_read_only_context_and_read_only_buffer():
+    with VM() as vm:
+        writer = vm.load(assemble("stw [%r1], 7\nmov %r0, 0\nexit"))
+        got = _fault(writer, "native", bytes(8), ctx_writable=False)
+        assert got == _fault(writer, "checked", bytes(8), ctx_writable=False)
+        assert "read-only" in got[0]
+        # a read-only buffer cannot be exported to native code: its reads take the callback
+        region = vm.space.map(memoryview(bytes(range(32))), "ro", "data", False)
+        try:
+            reader = vm.load(assemble("ldxw %r0, [%r1+4]\nexit"))
+            assert reader.run(tier="native", regs={1: region.base}).r0 == struct.unpack_from("<I", bytes(range(32)), 4)[0]
+            assert _fault(reader, "native", regs={1: region.base + 30}) == _fault(reader, "checked", regs={1: region.base + 30})
+        finally:
+            vm.space.unmap(region)
+
+
+def test_atomics_on_a_map_value():
+    from bpfmux.isa.insn import Insn
+
+    with VM() as vm:
+        m = vm.create_map(MapType.ARRAY, 4, 24, 1)
+        head = assemble(f"lddw %r6, map_value({m.fd}, 0)\nmov %r1, 5\nmov %r0, 0\nmov %r2, 9\nmov %r3, 3\n"
+                        "mov %r4, 6\nexit")[:-1]
+        atomics = [
+            Insn(0xDB, 6, 1, 0, 0x00),  # *(u64 *)(r6 + 0) += r1
+            Insn(0xDB, 6, 2, 8, 0xF1),  # cmpxchg at +8: 0 == r0, so it becomes 9; r0 = old (0)
+            Insn(0xC3, 6, 3, 16, 0x41),  # 32-bit fetch_or at +16: r3 = old
+            Insn(0xC3, 6, 4, 20, 0xE1),  # 32-bit xchg at +20: r4 = old
+            Insn(0xBF, 0, 3, 0, 0),  # r0 = r3
+            Insn(0x95, 0, 0, 0, 0),
+        ]
+        prog = vm.load(head + atomics)
+        for tier in ("checked", "native"):
+            m[0] = struct.pack("<QQII", 1, 0, 0x10, 0x20)
+            res = prog.run(tier=tier)
+            assert res.r0 == 0x10, tier
+            assert struct.unpack("<QQII", m[0]) == (6, 9, 0x13, 6), tier
+
+
+def test_runaway_loop_is_stopped():
+    with VM() as vm:
+        vm.max_loop_iterations = 1000
+        prog = vm.load(assemble("mov %r0, 0\nloop:\nadd %r0, 1\nja loop\nexit"))
+        text, pc, _ = _fault(prog, "native")
+        assert "does not terminate" in text and pc == 2
+
+
+def test_without_llvmlite_the_fast_tier_runs(monkeypatch):
+    from bpfmux.emu.vm.native import engine
+
+    monkeypatch.setattr(engine, "_AVAILABLE", False)
+    with VM(tier="native") as vm:
+        assert vm.tier_in_use == "fast"
+        prog = vm.load(assemble("mov %r0, 3\nexit"))
+        res = prog.run()
+        assert (res.r0, res.tier) == (3, "fast")
+        assert "llvmlite" in native.fallback_reason(prog)
+        assert native.native_code(prog) is None
+
+
+def test_compiled_once_per_program_and_shared_between_identical_ones():
+    from bpfmux.emu.vm.native import runner
+
+    with VM(tier="native") as vm:
+        assert vm.tier_in_use == "native"
+        src = "mov %r0, 11\nadd %r0, 31\nexit"
+        a = vm.load(assemble(src))
+        assert a.run().tier == "native" and a.run().r0 == 42
+        code = runner.compiled(a)
+        assert runner.compiled(a) is code
+        b = vm.load(assemble(src))
+        assert b.run().r0 == 42
+        assert runner.compiled(b).seconds == 0.0  # the same IR: compiled once
+        assert native.fallback_reason(a) is None
