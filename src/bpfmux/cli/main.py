@@ -26,6 +26,7 @@ SUBCOMMANDS = [
     "trace",
     "run",
     "emulate",
+    "study",
 ]
 
 
