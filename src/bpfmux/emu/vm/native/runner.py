@@ -274,12 +274,13 @@ SYMBOLS = {
 
 
 class Compiled:
-    """A program's native functions: slot → callable, and the compile time."""
+    """A program's native functions: slot → callable, and the compile time
+    (0 when identical code was compiled before)."""
 
-    def __init__(self, functions: dict[int, Any], seconds: float, ir: str) -> None:
+    def __init__(self, functions: dict[int, Any], seconds: float, module: engine.NativeModule) -> None:
         self.functions = functions
         self.seconds = seconds
-        self.ir = ir
+        self.module = module  # keeps the machine code alive
 
 
 class Fallback:
@@ -306,12 +307,12 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
         try:
             gen = codegen.ModuleGen(prog, "P_", prog.vm.max_loop_iterations, MESSAGES)
             ir, entries = gen.build(sorted(prog.entries))
-            prefix, seconds = engine.compile_ir(lambda _p: ir, SYMBOLS)
+            module, prefix, new = engine.compile_ir(ir, SYMBOLS)
         except codegen.Unsupported as e:
             result = Fallback(str(e))
         else:
-            fns = {e: _FN(engine.address(f"{prefix}e{e}")) for e in entries}
-            result = Compiled(fns, seconds, ir)
+            fns = {e: _FN(module.addresses[f"{prefix}e{e}"]) for e in entries}
+            result = Compiled(fns, module.seconds if new else 0.0, module)
     _COMPILED[prog] = (version, result)
     return result
 
