@@ -97,6 +97,7 @@ class EmuProgram:
         self._fast: dict[int, Callable[..., int]] | None = None
         self._fast_version: object = None
         self._fast_source: str | None = None
+        self._native: Any = None  # (version, compiled code or why none): bpfmux.emu.vm.native.runner.compiled
 
     # -- loading ------------------------------------------------------------
 

@@ -37,6 +37,7 @@ _MASK = {1: 0xFF, 2: 0xFFFF, 4: 0xFFFFFFFF, 8: M64}
 TABLE_SLOTS = 1 << 16
 _ENTRY = ctypes.c_uint64 * 3
 _TABLE_GROW = 256
+_CHAR_FROM_BUFFER = ctypes.c_char.from_buffer
 
 _FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
@@ -73,7 +74,7 @@ class RegionTable:
         if region is None or not len(region.buf) or slot in self.exports:
             return
         try:
-            view = (ctypes.c_char * len(region.buf)).from_buffer(region.buf)
+            view = _CHAR_FROM_BUFFER(region.buf)  # holds the buffer (no resizing while mapped)
         except (TypeError, ValueError, BufferError):
             return  # read-only memory: the callback serves it
         if idx >= self.size:
@@ -290,14 +291,11 @@ class Fallback:
         self.reason = reason
 
 
-_COMPILED: weakref.WeakKeyDictionary[Any, tuple[object, Compiled | Fallback]] = weakref.WeakKeyDictionary()
-
-
 def compiled(prog: EmuProgram) -> Compiled | Fallback:
     """The native code of ``prog`` (compiled on first use, cached per program),
     or why there is none."""
+    hit = prog._native
     version = (prog.vm.max_loop_iterations, len(prog.entries))  # entries only grow
-    hit = _COMPILED.get(prog)
     if hit is not None and hit[0] == version:
         return hit[1]
     result: Compiled | Fallback
@@ -313,7 +311,7 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
         else:
             fns = {e: _FN(module.addresses[f"{prefix}e{e}"]) for e in entries}
             result = Compiled(fns, module.seconds if new else 0.0, module)
-    _COMPILED[prog] = (version, result)
+    prog._native = (version, result)
     return result
 
 
@@ -353,10 +351,12 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
     else:
         addr = ctypes.addressof(run.state)
     table = run.table
+    exports = table.exports
     base, _buf = rs.frame(depth)
-    table.install(base >> SLOT_SHIFT)
+    if base >> SLOT_SHIFT not in exports:
+        table.install(base >> SLOT_SHIFT)
     a1 = args[0] & M64
-    if a1 >> SLOT_SHIFT not in table.exports:
+    if a1 >> SLOT_SHIFT not in exports:
         table.install(a1 >> SLOT_SHIFT)  # r1 is mostly the context: give the code direct access up front
     try:
         _ENTRY_ARGS.pack_into(run.state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
