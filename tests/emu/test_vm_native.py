@@ -205,3 +205,21 @@ def test_compiled_once_per_program_and_shared_between_identical_ones():
         assert b.run().r0 == 42
         assert runner.compiled(b).seconds == 0.0  # the same IR: compiled once
         assert native.fallback_reason(a) is None
+
+
+def test_a_tail_call_into_a_program_that_runs_on_the_fast_tier(monkeypatch):
+    """A target the native tier cannot compile runs on the fast tier inside
+    the native run, and its faults are the fast (= checked) tier's."""
+    from bpfmux.emu.vm.native import runner
+
+    with VM() as vm:
+        pa = vm.create_map(MapType.PROG_ARRAY, 4, 4, 1)
+        target = vm.load(assemble("lddw %r2, 0x1234\nldxdw %r0, [%r2]\nexit"), name="target")
+        pa[0] = target
+        caller = vm.load(assemble(f"lddw %r2, map_fd({pa.fd})\nmov %r3, 0\ncall 12\nmov %r0, 1\nexit"))
+        real = runner.compiled
+        monkeypatch.setattr(runner, "compiled",
+                            lambda p: runner.Fallback("test: refused") if p is target else real(p))
+        res_checked = _fault(caller, "checked")
+        res_native = _fault(caller, "native")
+        assert res_native == res_checked and res_native[2] == 0x1234

@@ -321,6 +321,26 @@ def compiled_or_none(prog: EmuProgram) -> Compiled | None:
     return c if isinstance(c, Compiled) else None
 
 
+def _run_fast(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: int) -> int:
+    """A function of a program the native tier cannot run, on the fast tier
+    (a tail-call or ``callx`` target): Python errors of its generated code
+    become the fault the fast tier reports."""
+    import sys
+
+    from .. import translate
+
+    try:
+        return prog.fast_function(pc)(rs, *args, depth)
+    except EmulatorFault as e:
+        translate.locate_fault(e, sys.exc_info()[2])
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, RecursionError, struct.error) as e:
+        fault = translate.convert_exception(rs, e, sys.exc_info()[2])
+        if fault is None:
+            raise
+        raise fault from None
+
+
 def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: int) -> int:
     """Run the function of ``prog`` at slot ``pc`` in run ``rs`` (natively
     when it compiles, else on the fast tier); return its ``r0``.
@@ -334,7 +354,7 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         comp = compiled(prog)
         fn = comp.functions.get(pc) if isinstance(comp, Compiled) else None
     if fn is None:
-        return prog.fast_function(pc)(rs, *args, depth)
+        return _run_fast(rs, prog, pc, args, depth)
     run = _BY_RS.get(id(rs))
     own = run is None
     if run is None:
