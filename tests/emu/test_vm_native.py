@@ -11,7 +11,9 @@ and what the tier reports when it cannot run natively.
 
 from __future__ import annotations
 
+import json
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -223,3 +225,16 @@ def test_a_tail_call_into_a_program_that_runs_on_the_fast_tier(monkeypatch):
         res_checked = _fault(caller, "checked")
         res_native = _fault(caller, "native")
         assert res_native == res_checked and res_native[2] == 0x1234
+
+
+def test_emulator_and_cli_say_which_tier_runs(capsys):
+    from bpfmux.cli.main import main
+    from bpfmux.emu.kernel.emulator import Emulator
+
+    with Emulator(btf=None, tier="native") as emu:
+        assert emu.tier == "native"
+    obj = str(Path(__file__).resolve().parents[1] / "bpf" / "multi.bpf.o")
+    assert main(["emulate", obj, "--btf", "none", "--tier", "native", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tier"] == "native"
+    assert all(p["runs"] == 9 for p in report["programs"].values())  # bpf_fentry_test1..9, each program once

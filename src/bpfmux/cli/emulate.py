@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         report = {
             "object": args.object,
             "policy": args.policy,
+            "tier": emu.tier,
             "events": ran,
             "programs": {n: {"runs": p.runs, "section": p.section} for n, p in coll.programs.items()},  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
             "skipped": skipped,
@@ -163,8 +164,8 @@ def _print(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = console()
-    con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/]: "
-              f"{report['events']} calls/hits")
+    con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/], "
+              f"{report['tier']} tier: {report['events']} calls/hits")
     t = Table("program", "section", "runs", title="programs")
     for n, p in report["programs"].items():
         t.add_row(n, p["section"], str(p["runs"]))
