@@ -240,3 +240,24 @@ def test_emulator_and_cli_say_which_tier_runs(capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["tier"] == "native"
     assert all(p["runs"] == 9 for p in report["programs"].values())  # bpf_fentry_test1..9, each program once
+
+
+def test_region_table_grows_while_running():
+    """A region past the table's end, first touched in the middle of a run,
+    makes the table grow (it is reallocated under running code, which reads
+    its address from the run state); accesses stay exact."""
+    from bpfmux.emu.vm.native import runner
+
+    with VM() as vm:
+        regions = [vm.space.map(bytearray(struct.pack("<Q", i) * 2), f"r{i}", "data", True) for i in range(300)]
+        prog = vm.load(assemble("ldxdw %r2, [%r2]\nldxdw %r0, [%r1+8]\nadd %r0, %r2\nexit"))
+        assert prog.run(tier="native", regs={1: regions[5].base, 2: regions[1].base}).r0 == 5 + 1
+        size_before = runner.table_of(vm).size
+        late = [vm.space.map(bytearray(struct.pack("<Q", 1000 + i) * 2), f"l{i}", "data", True)
+                for i in range(2 * size_before)]
+        res = prog.run(tier="native", regs={1: regions[7].base, 2: late[-1].base})
+        assert res.r0 == 7 + 1000 + 2 * size_before - 1
+        assert runner.table_of(vm).size > size_before
+        vm.space.unmap(late[-1])
+        assert _fault(prog, "native", regs={1: regions[7].base, 2: late[-1].base}) == \
+            _fault(prog, "checked", regs={1: regions[7].base, 2: late[-1].base})
