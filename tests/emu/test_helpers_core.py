@@ -131,7 +131,7 @@ class TestProbeRead:
 
     def test_bad_destination_is_a_program_fault(self, vm):
         prog = vm.load(assemble("mov %r1, 0\nmov %r2, 4\nmov %r3, 0\ncall 113\nexit"))
-        for tier in ("checked", "fast"):
+        for tier in ("checked", "fast", "native"):
             with pytest.raises(EmulatorFault) as ei:
                 prog.run(tier=tier)
             assert ei.value.pc == 3
@@ -254,7 +254,7 @@ def test_helper_reads_through_rs(vm):
     vm.helpers.register(302, peek)
     assert both(vm, "call 302\nexit", struct.pack("<I", 0xABCD)).r0 == 0xABCD
     prog = vm.load(assemble("mov %r1, 8\ncall 302\nexit"))
-    for tier in ("checked", "fast"):
+    for tier in ("checked", "fast", "native"):
         with pytest.raises(EmulatorFault) as ei:
             prog.run(tier=tier)
         assert ei.value.pc == 1 and ei.value.address == 8

@@ -1,5 +1,5 @@
 """Helpers: function ip/args/ret, attach cookie, bpf_loop, for_each_map_elem,
-spin locks, bpf_strncmp — on both tiers."""
+spin locks, bpf_strncmp — on every tier."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ def vm():
 def both(vm, src, ctx=None, **kw):
     prog = vm.load(assemble(src))
     a = prog.run(ctx, tier="checked", **kw)
-    b = prog.run(ctx, tier="fast", **kw)
-    assert (a.r0, a.ctx) == (b.r0, b.ctx)
+    for tier in ("fast", "native"):
+        b = prog.run(ctx, tier=tier, **kw)
+        assert (a.r0, a.ctx) == (b.r0, b.ctx), tier
     return a
 
 
@@ -140,7 +141,7 @@ def test_for_each_map_elem(vm):
     exit
     """
     prog = vm.load(assemble(src))
-    for tier in ("checked", "fast"):
+    for tier in ("checked", "fast", "native"):
         for k in (1, 2, 3):
             m[k] = k * 10
         r0 = prog.run(tier=tier).r0
@@ -165,7 +166,7 @@ class TestSpinLock:
         exit
         """
         assert both(vm, src).r0 == 0
-        assert struct.unpack("<IIQ", m[0]) == (0, 0, 2)
+        assert struct.unpack("<IIQ", m[0]) == (0, 0, 3)  # one run per tier
 
     def test_double_lock_and_bad_unlock_fault(self, vm):
         m = vm.create_map(MapType.ARRAY, 4, 8, 1)
@@ -197,7 +198,7 @@ def test_session_kfuncs(vm):
     cookie = vm.space.map(8, "cookie")
     src = "call runtime 1001\nmov %r6, %r0\ncall runtime 1002\nmov %r1, 7\nstxdw [%r0], %r1\nmov %r0, %r6\nexit"
     prog = vm.load(assemble(src))
-    for tier in ("checked", "fast"):
+    for tier in ("checked", "fast", "native"):
         cookie.buf[:] = bytes(8)
         r0 = prog.run(tier=tier, context=RunContext(session_is_return=True, session_cookie=cookie.base)).r0
         assert r0 == 1 and struct.unpack("<Q", cookie.buf)[0] == 7

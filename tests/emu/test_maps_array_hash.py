@@ -101,7 +101,7 @@ class TestArray:
         exit
         """
         prog = vm.load(assemble(src))
-        for tier in ("checked", "fast"):
+        for tier in ("checked", "fast", "native"):
             with pytest.raises(EmulatorFault, match="out of bounds") as ei:
                 prog.run(tier=tier)
             assert ei.value.pc == 6
@@ -212,7 +212,7 @@ class TestHash:
         exit
         """
         prog = vm.load(assemble(src))
-        for tier in ("checked", "fast"):
+        for tier in ("checked", "fast", "native"):
             m.clear() if len(m) else None
             r0 = prog.run(tier=tier).r0
             # first NOEXIST insert succeeds, second fails with -EEXIST
@@ -337,6 +337,6 @@ def test_direct_map_calls_follow_map_lifetime(vm):
     assert prog.run(tier="fast").r0 != 0
     assert "_lookup(_rs, bytes(_S[508:512]))" in prog._fast_source
     m.close()
-    for tier in ("checked", "fast"):
+    for tier in ("checked", "fast", "native"):
         with pytest.raises(EmulatorFault, match="is not a map"):
             prog.run(tier=tier)

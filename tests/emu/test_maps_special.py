@@ -13,7 +13,7 @@ from bpfmux.errors import BpfError, EmulatorFault
 from bpfmux.isa.asm import assemble
 from bpfmux.uapi import MapFlags, MapType
 
-TIERS = ("checked", "fast")
+TIERS = ("checked", "fast", "native")
 
 
 @pytest.fixture

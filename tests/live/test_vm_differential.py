@@ -3,7 +3,7 @@
 1. Random verifier-valid programs (:mod:`bpfmux.emu.vm.progen`: ALU, JMP/JMP32,
    stack and context memory, atomics, loops, bpf-to-bpf calls) run as
    ``BPF_PROG_TYPE_SYSCALL`` programs through ``BPF_PROG_TEST_RUN`` and on
-   both emulator tiers. The kernel writes the context back; each program
+   every emulator tier (checked, fast, native). The kernel writes the context back; each program
    ends by storing r0-r8 and its stack into the context, so comparing
    ``retval`` and the whole context compares every register and all memory.
    **test_random_programs_10000** is the long one (10,000 programs, marked
@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from bpfmux.emu import VM, Task
+from bpfmux.emu.vm import TIERS
 from bpfmux.emu.vm.progen import random_program
 from bpfmux.host.kconfig import kernel_config
 from bpfmux.isa.insn import encode
@@ -58,7 +59,7 @@ def check_range(seeds: range) -> list[str]:
             g = random_program(seed, 40)
             kret, kctx = run_kernel(g.insns, g.ctx)
             prog = vm.load(g.insns, name=f"p{seed}")
-            for tier in ("checked", "fast"):
+            for tier in TIERS:
                 res = prog.run(g.ctx, tier=tier)
                 if res.r0 & M32 != kret or res.ctx != kctx:
                     mismatches.append(f"seed {seed} {tier}: r0 {res.r0:#x} vs kernel {kret:#x}, "
@@ -96,7 +97,7 @@ def test_random_map_programs(root_required):
         finally:
             for m in kmaps:
                 m.close()
-        for tier in ("checked", "fast"):
+        for tier in TIERS:
             with VM() as vm:
                 ms = [vm.create_map(t, k, v, n) for t, k, v, n in g.maps]
                 res = vm.load(g.with_fds([m.fd for m in ms])).run(g.ctx, tier=tier)
@@ -194,7 +195,7 @@ def test_object_program_matches_kernel(pin_root, path, name):
         kmaps = {n: _raw_dump(m.fd, m.key_size, m.value_size) for n, m in coll.maps.items()
                  if MapType(m.type) in _COMPARED}
     tid = ctypes.CDLL(None).gettid() if hasattr(ctypes.CDLL(None), "gettid") else os.getpid()
-    for tier in ("checked", "fast"):
+    for tier in TIERS:
         with VM(task=Task(pid=tid, tgid=os.getpid(), comm=Path(os.sys.argv[0]).name)) as vm:
             progs, maps = _load_into_vm(vm, load_object(path), Btf.vmlinux())
             res = progs[name].run(ctx, tier=tier)

@@ -72,7 +72,8 @@ def register(sub: Any) -> None:
                    help="trampoline policy (default: clone, the seed's design)")  # fmt: skip
     p.add_argument("--btf", default="auto", metavar="auto|none|PATH",
                    help="kernel BTF for the function table (default: this machine's vmlinux when present)")
-    p.add_argument("--tier", default="fast", choices=["fast", "checked"], help="VM tier (default: fast)")
+    p.add_argument("--tier", default="fast", choices=["fast", "checked", "native"],
+                   help="VM tier (default: fast; native needs pip install bpfmux[native], else runs fast)")
     p.add_argument("--program", action="append", metavar="NAME", help="load and attach only these programs")
     p.add_argument("--skip", action="append", default=[], metavar="NAME", help="do not load this program")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         report = {
             "object": args.object,
             "policy": args.policy,
+            "tier": emu.tier,
             "events": ran,
             "programs": {n: {"runs": p.runs, "section": p.section, "verdict": "loaded"}  # type: ignore[attr-defined]  # an emulator collection: EmulatedPrograms
                          for n, p in coll.programs.items()},
@@ -313,8 +315,8 @@ def _print(report: dict[str, Any], maps: dict[str, Any], limit: int) -> None:
     from rich.table import Table
 
     con = console()
-    con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/]: "
-              f"{report['events']} calls/hits")
+    con.print(f"[bold]{report['object']}[/] in the emulated kernel, policy [bold]{report['policy']}[/], "
+              f"{report['tier']} tier: {report['events']} calls/hits")
     t = Table("program", "section", "runs", title="programs")
     for n, p in report["programs"].items():
         t.add_row(n, p["section"], str(p["runs"]))

@@ -29,6 +29,7 @@ SUBCOMMANDS = [
     "bpftrace",
     "run",
     "emulate",
+    "study",
 ]
 
 #: other names of subcommands (``bpfmux bt`` is ``bpfmux bpftrace``)

@@ -110,7 +110,9 @@ class Emulator(api.Kernel):
         BTF blob or an ELF object with ``.BTF``.
     :param policy: trampoline policy: ``clone`` (default), ``filter``,
         ``per-function``.
-    :param tier: VM tier, ``fast`` (default) or ``checked``.
+    :param tier: VM tier, ``fast`` (default), ``checked`` or ``native``
+        (LLVM; the fast tier when llvmlite is missing: :attr:`tier` says
+        which runs).
     :param verify: verify programs at load (default true).
     :param kallsyms: take function addresses from ``/proc/kallsyms`` when it
         shows real addresses (default false: deterministic addresses).
@@ -532,6 +534,11 @@ class Emulator(api.Kernel):
         if not found:
             raise NotFoundError("kernel function", pattern, "the glob matches no function of the emulated kernel")
         return found
+
+    @property
+    def tier(self) -> str:
+        """The VM tier programs run on (``"native"`` asked without llvmlite: ``"fast"``)."""
+        return self.vm.tier_in_use
 
     def supports(self, feature: str) -> bool:
         """What the emulated kernel models (see :meth:`bpfmux.api.Kernel.supports`):

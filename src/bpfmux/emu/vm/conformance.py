@@ -67,7 +67,7 @@ def run_case(case: ConformanceCase, tiers: Iterable[str] = TIERS, vm: VM | None 
     tiers = list(tiers)
     for t in tiers:
         if t not in TIERS:
-            raise BpfmuxError(f"unknown tier {t!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {t!r}; use one of {', '.join(TIERS)}")
     res = CaseResult(case.name, case.path or Path(case.name), case.result)
     try:
         insns = case.program()

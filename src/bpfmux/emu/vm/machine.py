@@ -32,11 +32,12 @@ from .accounting import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
+from .native import runner as _native
 from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Task
 
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
-TIERS = ("checked", "fast")
+TIERS = ("checked", "fast", "native")
 #: Instructions one run may execute unless the VM is told otherwise: 2**22,
 #: well under a second of plain code on the fast tier, about three seconds on
 #: the checked one, and seconds of callbacks (raise it for longer runs).
@@ -111,6 +112,7 @@ class EmuProgram:
         self._fast: dict[int, Callable[..., int]] | None = None
         self._fast_version: object = None
         self._fast_source: str | None = None
+        self._native: Any = None  # (version, compiled code or why none): bpfmux.emu.vm.native.runner.compiled
 
     # -- loading ------------------------------------------------------------
 
@@ -189,8 +191,10 @@ class EmuProgram:
         :param ctx: the context. ``bytes`` are copied; a ``bytearray`` (or
             writable ``memoryview``) is mapped as is, so the program's writes
             land in it. ``r1`` points at byte ``ctx_offset`` of it.
-        :param tier: ``"checked"`` or ``"fast"`` (default: the program's,
-            else the VM's).
+        :param tier: ``"checked"``, ``"fast"`` or ``"native"`` (default: the
+            program's, else the VM's; ``"native"`` runs on the fast tier when
+            the program cannot be compiled natively, and the result's
+            ``tier`` says so).
         :param context: per-call context (traced call, cookie, task, CPU…).
         :param regs: initial values of r1-r5 (override the ``ctx`` pointer).
         :param ctx_writable: map the context read-only when false.
@@ -201,7 +205,7 @@ class EmuProgram:
             raise BpfmuxError(f"program {self.name!r} is closed")
         tier = tier or self.tier or self.vm.tier
         if tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         vm = self.vm
         space = vm.space
         region: Region | None = None
@@ -217,11 +221,16 @@ class EmuProgram:
                 if not 1 <= r <= 5:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
+        if tier == "native":
+            if _native.compiled_or_none(self) is None:
+                tier = "fast"  # not compilable natively (or no llvmlite): see native_code()
         rs = RunState(vm, self, tier, context)
         vm._running += 1
         try:
             if tier == "checked":
                 r0 = interp.interpret(rs, self, 0, args, 0)
+            elif tier == "native":
+                r0 = _native.run_function(rs, self, 0, args, 0)
             else:
                 r0 = self._run_fast(rs, args)
         finally:
@@ -280,6 +289,8 @@ class EmuProgram:
         callbacks)."""
         if rs.tier == "checked":
             return interp.interpret(rs, self, pc, args, depth)
+        if rs.tier == "native":
+            return _native.run_function(rs, self, pc, args, depth)
         return self.fast_function(pc)(rs, args[0], args[1], args[2], args[3], args[4], depth)
 
     # -- misc ------------------------------------------------------------------
@@ -360,7 +371,8 @@ class VM:
     :param ncpus: number of emulated CPUs (per-CPU maps have one value each).
     :param cpu: the CPU programs run on unless a :class:`RunContext` says
         otherwise.
-    :param tier: default tier, ``"fast"`` or ``"checked"``.
+    :param tier: default tier, ``"fast"``, ``"checked"`` or ``"native"``
+        (see :attr:`tier_in_use`).
     :param seed: seed of ``bpf_get_prandom_u32``.
     :param task: the current task (default pid/tgid 1, comm ``bpfmux-emu``).
     :param clock: the clock (default follows the host's monotonic clock).
@@ -402,7 +414,7 @@ class VM:
         if run_budget < 1:
             raise InvalidArgumentError(f"run_budget must be at least 1 instruction, not {run_budget}")
         if tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         self.memory = MemoryBudget(memory_budget)
         self.space = AddressSpace()
         self.ncpus = ncpus
@@ -453,6 +465,17 @@ class VM:
             if addr is not None:
                 self.ksyms[btf_id] = addr
         return addr
+
+    def tier_in_use(self) -> str:
+        """The tier programs run on by default: :attr:`tier`, except that
+        ``"native"`` without llvmlite runs the fast tier (a program the
+        native tier cannot translate also runs there; ``RunResult.tier``
+        says per run)."""
+        if self.tier == "native":
+            from .native import available
+
+            return "native" if available() else "fast"
+        return self.tier
 
     # -- maps ----------------------------------------------------------------
 
@@ -559,7 +582,7 @@ class VM:
         if isinstance(insns, bytes | bytearray | memoryview):
             insns = decode(bytes(insns), source=name)
         if tier is not None and tier not in TIERS:
-            raise BpfmuxError(f"unknown tier {tier!r}; use 'checked' or 'fast'")
+            raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         return EmuProgram(self, insns, name, int(prog_type), tier, fd_array, expected_attach_type)
 
     def register_kfunc(self, btf_id: int, fn: Callable[..., int], name: str | None = None) -> None:

@@ -26,7 +26,7 @@ subprogram, ``lddw`` ``BPF_PSEUDO_FUNC``); handles are not readable.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...errors import BpfmuxError, EmulatorFault
@@ -103,6 +103,8 @@ class AddressSpace:
         self.wbufs: dict[int, Buffer] = {}
         self.regions: dict[int, Region] = {}
         self.handles: dict[int, object] = {}
+        #: called with the slot whenever a region is unmapped or changes protection (native code's caches)
+        self.listeners: list[Callable[[int], None]] = []
         self._next = first_slot
         self._free: list[int] = []
 
@@ -153,6 +155,8 @@ class AddressSpace:
             self.rbufs.pop(slot, None)
             self.wbufs.pop(slot, None)
             self._free.append(slot)
+            for listener in self.listeners:
+                listener(slot)
 
     def set_writable(self, region: Region, writable: bool) -> None:
         """Make a mapped region writable or read-only (e.g. ``BPF_MAP_FREEZE``)."""
@@ -162,6 +166,8 @@ class AddressSpace:
                 self.wbufs[region.slot] = region.buf
             else:
                 self.wbufs.pop(region.slot, None)
+            for listener in self.listeners:
+                listener(region.slot)
 
     def add_handle(self, obj: object) -> int:
         """Give ``obj`` an address of its own (not readable); returns it."""
