@@ -466,6 +466,7 @@ class VM:
                 self.ksyms[btf_id] = addr
         return addr
 
+    @property
     def tier_in_use(self) -> str:
         """The tier programs run on by default: :attr:`tier`, except that
         ``"native"`` without llvmlite runs the fast tier (a program the
