@@ -264,7 +264,7 @@ def _write_map(write: Any, m: Any, limit: int, compact: bool = False) -> None:
 def _print_json(report: dict[str, Any], maps: dict[str, Any], limit: int) -> None:
     """The report as one JSON object on stdout, the maps streamed."""
     write = sys.stdout.write
-    keys = ["object", "policy", "events", "programs", "rejected", "skipped", "failed"]
+    keys = ["object", "policy", "tier", "events", "programs", "rejected", "skipped", "failed"]
     write("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(report[k], default=_jsonable)}" for k in keys))
     write(', "maps": {')
     for i, (name, m) in enumerate(maps.items()):
