@@ -338,6 +338,13 @@ class RunState:
                 return interpret(self, prog, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
 
             return run_checked
+        if self.tier == "native":  # the program's own tier dispatch (native code, or its fast-tier fallback)
+            regs_of = prog.call_subprogram
+
+            def run_native(r1: int = 0, r2: int = 0, r3: int = 0, r4: int = 0, r5: int = 0) -> int:
+                return regs_of(self, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
+
+            return run_native
         fn = prog.fast_function(pc)
 
         def run_fast(r1: int = 0, r2: int = 0, r3: int = 0, r4: int = 0, r5: int = 0) -> int:
