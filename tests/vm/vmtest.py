@@ -76,7 +76,7 @@ GUEST_ENV_FLAG = "BPFMUX_VMTEST_GUEST"
 EXIT_MARKER = "BPFMUX-VMTEST-EXIT:"
 STAGE_MARKER = "BPFMUX-VMTEST-STAGE:"
 
-DEFAULT_TIMEOUT = 900.0
+DEFAULT_TIMEOUT = 3600.0
 DEFAULT_MEMORY_MB = 512
 DEFAULT_CPUS = 2
 
@@ -517,7 +517,10 @@ def qemu_command(kernel: Kernel, initramfs: Path, share: Path, *, memory_mb: int
     return [
         "qemu-system-x86_64",
         "-accel",
-        "tcg",
+        # one TCG thread for all vCPUs: with a thread per vCPU, a vCPU can run a stale translation of
+        # code another vCPU is patching through int3 (text_poke_bp: attaching fentry/kprobes, static
+        # keys) and the guest dies with "Oops: int3" (seen at ksys_read+0x5 and sched_clock_cpu+0x9)
+        "tcg,thread=single",
         "-cpu",
         "max",
         "-m",
