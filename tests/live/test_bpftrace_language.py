@@ -44,6 +44,8 @@ SCRIPTS = {
     "begin_end": 'END { printf("end %d\\n", @x); } BEGIN { printf("begin\\n"); @x = 1; exit(); }',
     "increments": 'BEGIN { $i = 1; $i++; ++$i; $j = $i--; @a++; @a++; --@a; @b += 5; @b -= 2; @b *= 3; @b /= 2; '
                   '@b %= 4; @b <<= 3; @b |= 1; @b ^= 3; @b &= 14; @b >>= 1; printf("%d %d\\n", $i, $j); exit(); }',
+    "bswap": 'BEGIN { $x = (uint16)0x1234; $z = (uint32)0x12345678; printf("%x %x %x %x\\n", $x, bswap((uint16)0x1234), '
+             'bswap($x), bswap($z)); $x = bswap($x); @x = $x; exit(); }',
     "exit_stops_the_block": 'BEGIN { printf("a\\n"); exit(); printf("never\\n"); }',
 }
 

@@ -181,6 +181,8 @@ class CtxInfo:
     types: dict[int, T] = field(default_factory=dict)
     fields: dict[int, ArgsField] = field(default_factory=dict)
     vars: dict[str, T] = field(default_factory=dict)
+    #: an integer variable's width as first assigned (stored widened; bswap() swaps that many bytes, as bpftrace)
+    var_widths: dict[str, int] = field(default_factory=dict)
     actions: dict[int, int] = field(default_factory=dict)
     consts: dict[int, int] = field(default_factory=dict)
     signature: Any = None
@@ -396,6 +398,8 @@ class Analyzer:
         t = self.expr(e)
         if t.kind == K.NONE:
             raise self.error(f"cannot assign the result of {_what(e)} to a variable: it has no value", e.loc)
+        if t.kind == K.INT:
+            info.var_widths.setdefault(s.var.name, t.size)
         t = _storable(t)
         old = info.vars.get(s.var.name)
         if old is not None and _key_kind(old) != _key_kind(t):
@@ -1183,6 +1187,9 @@ class Analyzer:
         t = self.expr(e.args[0])
         if t.kind != K.INT:
             raise self.error("bswap() takes an integer", e.args[0].loc)
+        arg = e.args[0]
+        if isinstance(arg, A.Var) and self.cur is not None and arg.name in self.cur.var_widths:
+            return T.int(self.cur.var_widths[arg.name], t.signed)
         return t
 
     def call_cgroupid(self, e: A.Call) -> T:
