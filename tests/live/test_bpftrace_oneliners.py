@@ -180,4 +180,6 @@ def test_lesson11_block_io_sizes(lessons: list[str]) -> None:
 
     bt, ours, _ = run_both(prog, work, ready="Attaching", settle=0.3, ready_delay=2.0)
     assert ours.stdout == bt.stdout
-    assert hist_counts(parse_maps(ours.stdout)["@"]) == {"[8K, 16K)": 4}
+    # dd's four 8 KiB direct writes; the filesystem may issue more requests in dd's name (journal,
+    # allocation), which both tracers see alike
+    assert hist_counts(parse_maps(ours.stdout)["@"]).get("[8K, 16K)", 0) >= 4
