@@ -5,7 +5,7 @@ ones that fault, arbitrary instruction bytes, well-formed instruction soup,
 map programs — run on the checked and the native tier: the same ``r0`` and
 context, or the same fault (message, instruction and address). Plus the
 pieces random programs rarely reach: tail calls, callbacks, atomics on map
-values, regions unmapped between runs, read-only memory, the loop budget,
+values, regions unmapped between runs, read-only memory, the run budget,
 and what the tier reports when it cannot run natively.
 """
 
@@ -63,10 +63,11 @@ def test_wild_programs_agree_on_faults(seed, size):
 
 
 def _agree_or_both_stop(a, b):
-    """``a`` checked, ``b`` native. The checked tier counts every instruction
-    of the run (``VM.max_insns``), the native tier back edges per call
-    (``VM.max_loop_iterations``, equal here): a native stop implies a checked
-    one; a checked stop leaves the native run free to go further."""
+    """``a`` checked, ``b`` native. Both count against one run budget; the
+    checked tier stops at the first instruction past it, the native tier at
+    the next function entry or back edge, and never counts an instruction
+    before it ran: a native stop implies a checked one; a checked stop leaves
+    the native run free to go a little further (and end)."""
     if b[0] == "fault" and "does not terminate" in b[1]:
         assert a[0] == "fault" and "does not terminate" in a[1], (a, b)
     elif not (a[0] == "fault" and "does not terminate" in a[1]):
@@ -174,12 +175,12 @@ def test_atomics_on_a_map_value():
             assert struct.unpack("<QQII", m[0]) == (6, 9, 0x13, 6), tier
 
 
-def test_runaway_loop_is_stopped():
-    with VM() as vm:
-        vm.max_loop_iterations = 1000
+def test_runaway_loop_is_stopped_where_the_fast_tier_stops():
+    with VM(run_budget=1000) as vm:
         prog = vm.load(assemble("mov %r0, 0\nloop:\nadd %r0, 1\nja loop\nexit"))
         text, pc, _ = _fault(prog, "native")
-        assert "does not terminate" in text and pc == 2
+        assert text.startswith("insn 1: run budget of 1000 instructions exhausted") and pc == 1
+        assert (text, pc) == _fault(prog, "fast")[:2]
 
 
 def test_without_llvmlite_the_fast_tier_runs(monkeypatch):

@@ -8,7 +8,13 @@
   region whose buffer cannot be exported (a read-only ``memoryview``) is
   never installed: its accesses always take the callback.
 * :class:`NativeRun` — the ``State`` words of one run (status, tail-call
-  result, table pointer and length) and the exception a callback recorded.
+  result, table pointer and length, run budget left) and the exception a
+  callback recorded.
+* The run budget: :attr:`RunState.left` while Python runs, state word 14
+  while native code runs; :func:`run_function` hands it to native code and
+  takes it back, ``bpfmux_call`` does the reverse around helpers that may
+  run program code or charge the budget (``bpf_loop``, tail calls, kfuncs,
+  helpers registered by the user), so one budget covers the whole run.
 * ``bpfmux_mem`` / ``bpfmux_call`` — the callbacks; they never let an
   exception cross into native code: they record it, set the status, return 0.
 """
@@ -39,6 +45,7 @@ _ENTRY = ctypes.c_uint64 * 3
 _TABLE_GROW = 256
 _CHAR_FROM_BUFFER = ctypes.c_char.from_buffer
 
+_W_BUDGET = codegen.W_BUDGET
 _FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
 MESSAGES = codegen.Messages()
@@ -177,9 +184,26 @@ def _mem(st: int) -> int:
         return _record(run, e, pc)
 
 
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >> 63 else v
+
+
+_RUNS_CODE: dict[Any, bool] = {}  # helper function -> whether it may run program code or charge the budget
+
+
+def _runs_code(fn: Any) -> bool:
+    known = _RUNS_CODE.get(fn)
+    if known is None:
+        from ..translate import _may_run_code
+
+        known = _RUNS_CODE[fn] = _may_run_code(fn)
+    return known
+
+
 def _call(st: int) -> int:
     run = _RUNS[st]
-    kind, ident, pc, depth, r1, r2, r3, r4, r5 = _CALL_ARGS.unpack_from(run.state, 32)
+    state = run.state
+    kind, ident, pc, depth, r1, r2, r3, r4, r5 = _CALL_ARGS.unpack_from(state, 32)
     rs = run.rs
     if kind == 0 and ident != 12:  # the common case first: a helper
         fn = rs.vm.helpers.table.get(ident)
@@ -187,9 +211,28 @@ def _call(st: int) -> int:
             rs.depth = depth
             rs.pc = pc
             try:
-                return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                if not _runs_code(fn):
+                    return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                rs.left = _signed(state[_W_BUDGET])
+                r0 = int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                state[_W_BUDGET] = rs.left & M64
+                return r0
             except BaseException as e:
                 return _record(run, e, pc)
+    if kind == codegen.K_BUDGET:
+        return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
+    if kind in (codegen.K_HELPER, codegen.K_KFUNC, codegen.K_CALLX):
+        rs.left = _signed(state[_W_BUDGET])
+        try:
+            return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
+        finally:
+            state[_W_BUDGET] = rs.left & M64
+    return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
+
+
+def _call_out(run: NativeRun, kind: int, ident: int, pc: int, depth: int, r1: int, r2: int, r3: int, r4: int,
+              r5: int) -> int:
+    rs = run.rs
     try:
         if kind == codegen.K_HELPER or kind == codegen.K_KFUNC:
             vm = rs.vm
@@ -295,7 +338,7 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
     """The native code of ``prog`` (compiled on first use, cached per program),
     or why there is none."""
     hit = prog._native
-    version = (prog.vm.max_loop_iterations, len(prog.entries))  # entries only grow
+    version = len(prog.entries)  # entries only grow
     if hit is not None and hit[0] == version:
         return hit[1]
     result: Compiled | Fallback
@@ -303,7 +346,7 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
         result = Fallback("llvmlite is not installed (pip install bpfmux[native])")
     else:
         try:
-            gen = codegen.ModuleGen(prog, "P_", prog.vm.max_loop_iterations, MESSAGES)
+            gen = codegen.ModuleGen(prog, "P_", MESSAGES)
             ir, entries = gen.build(sorted(prog.entries))
             module, prefix, new = engine.compile_ir(ir, SYMBOLS)
         except codegen.Unsupported as e:
@@ -379,10 +422,14 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
     if a1 >> SLOT_SHIFT not in exports:
         table.install(a1 >> SLOT_SHIFT)  # r1 is mostly the context: give the code direct access up front
     try:
-        _ENTRY_ARGS.pack_into(run.state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
+        state = run.state
+        _ENTRY_ARGS.pack_into(state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
                               args[4] & M64, base + 512)
+        state[_W_BUDGET] = rs.left & M64
         r0 = int(fn(addr))
-        status = run.state[0]
+        left = state[_W_BUDGET]
+        rs.left = left - (1 << 64) if left >> 63 else left
+        status = state[0]
         if status:
             run.state[0] = 0
             if status == codegen.ST_END:
