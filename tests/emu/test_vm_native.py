@@ -25,6 +25,7 @@ from bpfmux.emu.vm import native
 from bpfmux.emu.vm.progen import CTX_SIZE, random_program
 from bpfmux.errors import EmulatorFault, NotSupportedError, VerifierError
 from bpfmux.isa.asm import assemble
+from bpfmux.isa.insn import Insn
 from bpfmux.uapi import MapType
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite is not installed (pip install bpfmux[native])")
@@ -262,3 +263,120 @@ def test_region_table_grows_while_running():
         vm.space.unmap(late[-1])
         assert _fault(prog, "native", regs={1: regions[7].base, 2: late[-1].base}) == \
             _fault(prog, "checked", regs={1: regions[7].base, 2: late[-1].base})
+
+
+# -- the run budget ----------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), size=st.integers(1, 80))
+def test_instruction_count_is_the_checked_tiers(seed, size):
+    """Blocks charged on entry, calls ending blocks: a run that ends normally
+    counts exactly the instructions it executed."""
+    with VM() as vm:
+        g = random_program(seed, size)
+        prog = vm.load(g.insns)
+        checked = prog.run(g.ctx, tier="checked")
+        ran = prog.run(g.ctx, tier="native")
+        assert ran.tier == "native"
+        assert (ran.r0, ran.insns) == (checked.r0, checked.insns)
+
+
+#: r6 = 50; 50 x (call sub; r6 -= 1; loop while r6 != 0); exit. sub: r0 = 7 + 1. 302 instructions.
+_CALLS_IN_A_LOOP = [
+    Insn(0xB7, 6, 0, 0, 50), Insn(0x85, 0, 1, 0, 3), Insn(0x17, 6, 0, 0, 1), Insn(0x55, 6, 0, -3, 0),
+    Insn(0x95), Insn(0xB7, 0, 0, 0, 7), Insn(0x07, 0, 0, 0, 1), Insn(0x95),
+]
+
+
+def test_bpf_to_bpf_calls_share_the_run_budget():
+    """Caller and callee charge one budget: with any budget, a native stop
+    implies a checked stop (nothing counted before it ran), a checked
+    success is a native success with the same count, and the native run goes
+    past the checked tier's stop only on the straight code after its last
+    check (the callee's entry in the last iteration: 6 instructions)."""
+    with VM() as vm:
+        prog = vm.load(_CALLS_IN_A_LOOP)
+        differ = []
+        for budget in range(0, 320):
+            vm.run_budget = budget
+            a = outcome(prog, None, "checked")
+            b = outcome(prog, None, "native")
+            if b[0] == "fault":
+                assert f"run budget of {budget} instructions exhausted" in b[1], b
+                assert a[0] == "fault" and "run budget" in a[1], (budget, a, b)
+            if a[0] == "ok":
+                assert b == a and prog.run(tier="native").insns == 302
+            if a[0] != b[0]:
+                differ.append(budget)
+        assert differ == list(range(296, 302))
+
+
+def test_a_tail_call_target_charges_the_same_budget():
+    with VM() as vm:
+        pa = vm.create_map(MapType.PROG_ARRAY, 4, 4, 1)
+        target = vm.load(assemble("mov %r0, 0\nmov %r1, 100\nloop:\nadd %r0, 1\nsub %r1, 1\njne %r1, 0, loop\nexit"),
+                         name="target")
+        pa[0] = target
+        caller = vm.load(assemble(f"lddw %r2, map_fd({pa.fd})\nmov %r3, 0\ncall 12\nmov %r0, 1\nexit"))
+        checked = caller.run(tier="checked")
+        ran = caller.run(tier="native")
+        assert (ran.r0, ran.insns, ran.tier) == (checked.r0, checked.insns, "native") == (100, 306, "native")
+        vm.run_budget = 150
+        text, pc, _ = _fault(caller, "native")
+        assert text.startswith("insn 2: run budget of 150 instructions exhausted") and pc == 2
+        assert (text, pc) == _fault(caller, "fast")[:2]
+
+
+def test_bpf_loop_callbacks_share_the_run_budget():
+    """Nested ``bpf_loop`` at the maximum (``tests/bpf/hostile.bpf.o``): the
+    native run stops where the fast one does, after as many callbacks."""
+    from bpfmux.emu.kernel.emulator import Emulator
+
+    seen = []
+    for tier in ("fast", "native"):
+        with Emulator(btf=None, run_budget=100_000, tier=tier) as emu:
+            coll = emu.load(Path(__file__).parents[1] / "bpf" / "hostile.bpf.o")
+            coll.attach_all()
+            with pytest.raises(EmulatorFault, match="run budget of 100000 instructions exhausted") as e:
+                emu.call("bpf_fentry_test1", 1)
+            seen.append((str(e.value), e.value.pc, coll.maps[".bss"]["inner_calls"]))
+    assert seen[0] == seen[1]
+    assert 0 < seen[1][2] < 100_000 // 6
+
+
+# -- the memory budget ---------------------------------------------------------------------
+
+#: main calls f1, f1 calls f2, f2 returns 5: three stack frames.
+_THREE_FRAMES = [Insn(0x85, 0, 1, 0, 1), Insn(0x95), Insn(0x85, 0, 1, 0, 1), Insn(0x95), Insn(0xB7, 0, 0, 0, 5),
+                 Insn(0x95)]
+
+
+def test_stack_frames_are_charged_to_the_memory_budget_as_on_the_other_tiers():
+    from bpfmux.errors import BpfError
+
+    messages = []
+    for tier in ("checked", "fast", "native"):
+        with VM(memory_budget=2 * 1024 + 100) as vm:  # two frames (1 KiB each with their guard) fit
+            prog = vm.load(_THREE_FRAMES)
+            with pytest.raises(BpfError, match="a program stack frame needs 1.0 KiB") as e:
+                prog.run(tier=tier)
+            messages.append(str(e.value))
+            assert vm.memory.used == 2 * 1024
+    assert len(set(messages)) == 1
+
+
+def test_region_table_is_charged_or_left_to_the_callback():
+    """The region table grows within the memory budget; without room, the
+    code reaches every region through the callback, with the same results."""
+    ctx = bytes(range(16))
+    src = "ldxdw %r0, [%r1+8]\nstxdw [%r10-8], %r0\nldxdw %r0, [%r10-8]\nexit"
+    want = struct.unpack_from("<Q", ctx, 8)[0]
+    with VM(memory_budget=1024 + 100) as vm:  # one frame, no table
+        res = vm.load(assemble(src)).run(ctx, tier="native")
+        assert (res.r0, res.tier) == (want, "native")
+        assert vm.memory.used == 1024
+    with VM() as vm:
+        res = vm.load(assemble(src)).run(ctx, tier="native")
+        assert (res.r0, res.tier) == (want, "native")
+        assert vm.memory.used == 1024 + 24 * 256  # the frame and the table's first 256 entries

@@ -6,7 +6,10 @@
   ``bpfmux_mem`` callback), and cleared when the address space unmaps a
   region or changes its protection (:attr:`AddressSpace.listeners`). A
   region whose buffer cannot be exported (a read-only ``memoryview``) is
-  never installed: its accesses always take the callback.
+  never installed: its accesses always take the callback. The table's
+  memory is charged to the VM's memory budget as it grows; when the budget
+  has no room, the region is not installed and its accesses take the
+  callback too (slower, same results and faults).
 * :class:`NativeRun` — the ``State`` words of one run (status, tail-call
   result, table pointer and length, run budget left) and the exception a
   callback recorded.
@@ -26,13 +29,14 @@ import struct
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ....errors import BpfmuxError, EmulatorFault
+from ....errors import BpfError, BpfmuxError, EmulatorFault
 from .. import interp
 from ..memory import FIRST_SLOT, SLOT_SHIFT, AddressSpace
 from ..runtime import MAX_CALL_FRAMES, RunState
 from . import codegen, engine
 
 if TYPE_CHECKING:
+    from ..accounting import MemoryBudget
     from ..machine import VM, EmuProgram
 
 M64 = 0xFFFFFFFFFFFFFFFF
@@ -54,16 +58,23 @@ MESSAGES = codegen.Messages()
 class RegionTable:
     """The native view of one :class:`AddressSpace`."""
 
-    def __init__(self, space: AddressSpace) -> None:
+    def __init__(self, space: AddressSpace, memory: MemoryBudget | None = None) -> None:
         self.space = space
+        self.memory = memory
         self.size = 0
         self.array: Any = (ctypes.c_uint64 * 0)()
         self.exports: dict[int, Any] = {}
         self.free_runs: list[NativeRun] = []  # run states to reuse (one per run; nested runs share theirs)
         space.listeners.append(self.invalidate)
 
-    def _grow(self, idx: int) -> None:
+    def _grow(self, idx: int) -> bool:
+        """Make room for entry ``idx``; False when the memory budget has none."""
         size = min(TABLE_SLOTS, max(idx + 1, self.size * 2, _TABLE_GROW))
+        if self.memory is not None:
+            try:
+                self.memory.charge(24 * (size - self.size), "the native tier's region table")
+            except BpfError:
+                return False
         new = (ctypes.c_uint64 * (3 * size))()
         ctypes.memmove(new, self.array, 24 * self.size)
         self.array = new
@@ -71,6 +82,7 @@ class RegionTable:
         for run in _RUNS.values():  # running code reads the table's address from its state
             if run.table is self:
                 run.sync()
+        return True
 
     def install(self, slot: int) -> None:
         """Give generated code direct access to the region at ``slot``, when its buffer allows."""
@@ -84,8 +96,8 @@ class RegionTable:
             view = _CHAR_FROM_BUFFER(region.buf)  # holds the buffer (no resizing while mapped)
         except (TypeError, ValueError, BufferError):
             return  # read-only memory: the callback serves it
-        if idx >= self.size:
-            self._grow(idx)
+        if idx >= self.size and not self._grow(idx):
+            return  # no memory for a larger table: the callback serves this region
         self.exports[slot] = view
         n = len(region.buf)
         a = self.array
@@ -108,7 +120,7 @@ _TABLES: weakref.WeakKeyDictionary[Any, RegionTable] = weakref.WeakKeyDictionary
 def table_of(vm: VM) -> RegionTable:
     t = _TABLES.get(vm)
     if t is None:
-        t = _TABLES[vm] = RegionTable(vm.space)
+        t = _TABLES[vm] = RegionTable(vm.space, vm.memory)
     return t
 
 
