@@ -79,7 +79,7 @@ def _agree_or_both_stop(a, b):
 @given(data=st.binary(min_size=8, max_size=160), ctx=st.binary(min_size=0, max_size=64))
 def test_arbitrary_instruction_bytes(data, ctx):
     with VM() as vm:
-        vm.max_insns = vm.max_loop_iterations = 2000
+        vm.run_budget = 2000
         vm.may_goto_budget = 50
         try:
             prog = vm.load(_random_insns(data))
@@ -92,7 +92,7 @@ def test_arbitrary_instruction_bytes(data, ctx):
 @given(insns=_valid_program(), ctx=st.binary(min_size=0, max_size=64))
 def test_valid_instruction_soup(insns, ctx):
     with VM() as vm:
-        vm.max_insns = vm.max_loop_iterations = 2000
+        vm.run_budget = 2000
         vm.may_goto_budget = 50
         vm.clock.set(1_000_000_000)
         try:
