@@ -380,3 +380,56 @@ def test_region_table_is_charged_or_left_to_the_callback():
         res = vm.load(assemble(src)).run(ctx, tier="native")
         assert (res.r0, res.tier) == (want, "native")
         assert vm.memory.used == 1024 + 24 * 256  # the frame and the table's first 256 entries
+
+
+def test_budget_beyond_one_slice_is_exact():
+    """Native code gets the budget in slices (``codegen.SLICE``); a run that
+    needs several counts exactly and stops exactly where a longer budget
+    would be needed."""
+    from bpfmux.emu.vm.native import codegen
+
+    n = codegen.SLICE // 3 * 2  # about two slices
+    need = 3 * n + 3
+    with VM(run_budget=need) as vm:
+        prog = vm.load(assemble(f"mov %r0, 0\nmov %r1, {n}\nloop:\nadd %r0, 1\nsub %r1, 1\njne %r1, 0, loop\nexit"))
+        res = prog.run(tier="native")
+        assert (res.r0, res.insns, res.tier) == (n, need, "native")
+        vm.run_budget = need - 4  # the last check (the last back edge) sees 3n - 1 counted: passes
+        assert prog.run(tier="native").r0 == n
+        vm.run_budget = need - 5  # that check fails
+        text, pc, _ = _fault(prog, "native")
+        assert text.startswith(f"insn 2: run budget of {need - 5} instructions exhausted") and pc == 2
+        assert (text, pc) == _fault(prog, "fast")[:2]
+
+
+def test_a_signal_interrupts_a_loop_without_calls():
+    """Between slices Python runs: a signal handler's exception ends the run."""
+    import signal
+    import time
+
+    class Alarm(Exception):
+        pass
+
+    def ring(*_):
+        raise Alarm
+
+    with VM(run_budget=1 << 62) as vm:
+        prog = vm.load(assemble("mov %r0, 0\nloop:\nadd %r0, 1\nja loop\nexit"))
+        assert native.native_code(prog) is not None
+        old = signal.signal(signal.SIGALRM, ring)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            t0 = time.monotonic()
+            with pytest.raises(Alarm):
+                prog.run(tier="native")
+            assert time.monotonic() - t0 < 10
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def test_unknown_helper_with_a_negative_id_is_named_as_on_the_checked_tier():
+    with VM() as vm:
+        prog = vm.load([Insn(0x85, 0, 0, 0, -1), Insn(0x95)])
+        assert _fault(prog, "native") == _fault(prog, "checked")
+        assert "unknown helper -1;" in _fault(prog, "native")[0]

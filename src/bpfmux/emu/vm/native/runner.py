@@ -13,11 +13,14 @@
 * :class:`NativeRun` — the ``State`` words of one run (status, tail-call
   result, table pointer and length, run budget left) and the exception a
   callback recorded.
-* The run budget: :attr:`RunState.left` while Python runs, state word 14
-  while native code runs; :func:`run_function` hands it to native code and
-  takes it back, ``bpfmux_call`` does the reverse around helpers that may
-  run program code or charge the budget (``bpf_loop``, tail calls, kfuncs,
-  helpers registered by the user), so one budget covers the whole run.
+* The run budget: :attr:`RunState.left` while Python runs; while native code
+  runs, state word 14 holds a slice of it (at most ``codegen.SLICE``) and
+  :attr:`NativeRun.reserve` the rest. :func:`run_function` hands it to
+  native code and takes it back, ``bpfmux_call`` does the reverse around
+  helpers that may run program code or charge the budget (``bpf_loop``,
+  tail calls, kfuncs, helpers registered by the user), so one budget covers
+  the whole run; a used-up slice asks ``bpfmux_call`` for the next one
+  (``K_BUDGET``), which faults when the run has no budget left.
 * ``bpfmux_mem`` / ``bpfmux_call`` — the callbacks; they never let an
   exception cross into native code: they record it, set the status, return 0.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +54,7 @@ _TABLE_GROW = 256
 _CHAR_FROM_BUFFER = ctypes.c_char.from_buffer
 
 _W_BUDGET = codegen.W_BUDGET
+_SLICE = codegen.SLICE
 _FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
 MESSAGES = codegen.Messages()
@@ -127,11 +132,12 @@ def table_of(vm: VM) -> RegionTable:
 class NativeRun:
     """One run's state words and the callback's recorded exception."""
 
-    __slots__ = ("exc", "rs", "state", "table")
+    __slots__ = ("exc", "reserve", "rs", "state", "table")
 
     def __init__(self, rs: RunState, table: RegionTable) -> None:
         self.rs = rs
         self.table = table
+        self.reserve = 0  # the run budget left beyond the slice in state word 14
         self.state = (ctypes.c_uint64 * 16)()
         self.exc: BaseException | None = None
         self.sync()
@@ -143,6 +149,23 @@ class NativeRun:
 
 
 _RUNS: dict[int, NativeRun] = {}  # state address -> run
+_ACTIVE: list[NativeRun] = []  # the runs under way, innermost last
+
+
+def _lost(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while native code runs: an exception raised
+    before a callback's own ``try`` (a signal handler runs at the first
+    instruction of the callback: Ctrl-C) would be printed and dropped by
+    ``ctypes``; it ends the run instead."""
+    if _ACTIVE and unraisable.object in (_mem, _call, _MEM_CB, _CALL_CB) and unraisable.exc_value is not None:
+        run = _ACTIVE[-1]
+        run.exc = unraisable.exc_value
+        run.state[0] = codegen.ST_FAULT
+        return
+    _PREV_HOOK[-1](unraisable)
+
+
+_PREV_HOOK: list[Any] = []
 _BY_RS: dict[int, NativeRun] = {}  # id(RunState) -> run
 
 
@@ -196,8 +219,17 @@ def _mem(st: int) -> int:
         return _record(run, e, pc)
 
 
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >> 63 else v
+def _give(run: NativeRun, left: int) -> None:
+    """Hand the run budget ``left`` to native code: a slice in the state, the rest in reserve."""
+    part = left if left < _SLICE else _SLICE
+    run.reserve = left - part
+    run.state[_W_BUDGET] = part & M64
+
+
+def _take(run: NativeRun) -> int:
+    """The run budget native code left."""
+    part = run.state[_W_BUDGET]
+    return (part - (1 << 64) if part >> 63 else part) + run.reserve
 
 
 _RUNS_CODE: dict[Any, bool] = {}  # helper function -> whether it may run program code or charge the budget
@@ -225,20 +257,24 @@ def _call(st: int) -> int:
             try:
                 if not _runs_code(fn):
                     return int(fn(rs, r1, r2, r3, r4, r5)) & M64
-                rs.left = _signed(state[_W_BUDGET])
+                rs.left = _take(run)
                 r0 = int(fn(rs, r1, r2, r3, r4, r5)) & M64
-                state[_W_BUDGET] = rs.left & M64
+                _give(run, rs.left)
                 return r0
             except BaseException as e:
                 return _record(run, e, pc)
-    if kind == codegen.K_BUDGET:
-        return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
+    if kind == codegen.K_BUDGET:  # a slice is used up: the next one, or the end of the run
+        left = _take(run)
+        if left < 0:
+            return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
+        _give(run, left)
+        return 0
     if kind in (codegen.K_HELPER, codegen.K_KFUNC, codegen.K_CALLX):
-        rs.left = _signed(state[_W_BUDGET])
+        rs.left = _take(run)
         try:
             return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
         finally:
-            state[_W_BUDGET] = rs.left & M64
+            _give(run, rs.left)
     return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
 
 
@@ -251,12 +287,12 @@ def _call_out(run: NativeRun, kind: int, ident: int, pc: int, depth: int, r1: in
             if kind == codegen.K_HELPER:
                 fn = vm.helpers.table.get(ident)
                 if fn is None:
-                    raise EmulatorFault(f"insn {pc}: unknown helper {ident}; register it with "
+                    raise EmulatorFault(f"insn {pc}: unknown helper {interp.s32(ident)}; register it with "
                                         "VM.helpers.register()", pc=pc)
             else:
                 fn = vm.kfuncs.get(ident)
                 if fn is None:
-                    raise EmulatorFault(f"insn {pc}: unknown kfunc (BTF id {ident}); register it with "
+                    raise EmulatorFault(f"insn {pc}: unknown kfunc (BTF id {interp.s32(ident)}); register it with "
                                         "VM.register_kfunc()", pc=pc)
             rs.depth = depth
             rs.pc = pc
@@ -380,8 +416,6 @@ def _run_fast(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
     """A function of a program the native tier cannot run, on the fast tier
     (a tail-call or ``callx`` target): Python errors of its generated code
     become the fault the fast tier reports."""
-    import sys
-
     from .. import translate
 
     try:
@@ -423,6 +457,9 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         addr = ctypes.addressof(run.state)
         _RUNS[addr] = run
         _BY_RS[id(rs)] = run
+        _ACTIVE.append(run)
+        _PREV_HOOK.append(sys.unraisablehook)
+        sys.unraisablehook = _lost
     else:
         addr = ctypes.addressof(run.state)
     table = run.table
@@ -437,10 +474,9 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         state = run.state
         _ENTRY_ARGS.pack_into(state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
                               args[4] & M64, base + 512)
-        state[_W_BUDGET] = rs.left & M64
+        _give(run, rs.left)
         r0 = int(fn(addr))
-        left = state[_W_BUDGET]
-        rs.left = left - (1 << 64) if left >> 63 else left
+        rs.left = _take(run)
         status = state[0]
         if status:
             run.state[0] = 0
@@ -453,6 +489,8 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         return r0 & M64
     finally:
         if own:
+            sys.unraisablehook = _PREV_HOOK.pop()
+            _ACTIVE.pop()
             _RUNS.pop(addr, None)
             _BY_RS.pop(id(rs), None)
             run.exc = None
