@@ -382,13 +382,8 @@ def test_region_table_is_charged_or_left_to_the_callback():
         assert vm.memory.used == 1024 + 24 * 256  # the frame and the table's first 256 entries
 
 
-def test_budget_beyond_one_slice_is_exact():
-    """Native code gets the budget in slices (``codegen.SLICE``); a run that
-    needs several counts exactly and stops exactly where a longer budget
-    would be needed."""
-    from bpfmux.emu.vm.native import codegen
-
-    n = codegen.SLICE // 3 * 2  # about two slices
+def test_a_long_run_counts_exactly_and_stops_at_its_last_check():
+    n = 10_000_000
     need = 3 * n + 3
     with VM(run_budget=need) as vm:
         prog = vm.load(assemble(f"mov %r0, 0\nmov %r1, {n}\nloop:\nadd %r0, 1\nsub %r1, 1\njne %r1, 0, loop\nexit"))
@@ -402,8 +397,10 @@ def test_budget_beyond_one_slice_is_exact():
         assert (text, pc) == _fault(prog, "fast")[:2]
 
 
-def test_a_signal_interrupts_a_loop_without_calls():
-    """Between slices Python runs: a signal handler's exception ends the run."""
+def test_a_signal_ends_a_run_that_calls_helpers():
+    """A signal arriving while native code runs is handled at the next
+    callback's first instruction, where ``ctypes`` would print and drop the
+    handler's exception: it ends the run instead."""
     import signal
     import time
 
@@ -414,7 +411,7 @@ def test_a_signal_interrupts_a_loop_without_calls():
         raise Alarm
 
     with VM(run_budget=1 << 62) as vm:
-        prog = vm.load(assemble("mov %r0, 0\nloop:\nadd %r0, 1\nja loop\nexit"))
+        prog = vm.load(assemble("mov %r6, 0\nloop:\ncall 5\nadd %r6, 1\nja loop\nexit"))  # bpf_ktime_get_ns
         assert native.native_code(prog) is not None
         old = signal.signal(signal.SIGALRM, ring)
         try:

@@ -13,14 +13,12 @@
 * :class:`NativeRun` — the ``State`` words of one run (status, tail-call
   result, table pointer and length, run budget left) and the exception a
   callback recorded.
-* The run budget: :attr:`RunState.left` while Python runs; while native code
-  runs, state word 14 holds a slice of it (at most ``codegen.SLICE``) and
-  :attr:`NativeRun.reserve` the rest. :func:`run_function` hands it to
-  native code and takes it back, ``bpfmux_call`` does the reverse around
-  helpers that may run program code or charge the budget (``bpf_loop``,
-  tail calls, kfuncs, helpers registered by the user), so one budget covers
-  the whole run; a used-up slice asks ``bpfmux_call`` for the next one
-  (``K_BUDGET``), which faults when the run has no budget left.
+* The run budget: :attr:`RunState.left` while Python runs, state word 14
+  while native code runs; :func:`run_function` hands it to native code and
+  takes it back, ``bpfmux_call`` does the reverse around helpers that may
+  run program code or charge the budget (``bpf_loop``, tail calls, kfuncs,
+  helpers registered by the user), so one budget covers the whole run;
+  ``K_BUDGET`` is the fault when it is used up.
 * ``bpfmux_mem`` / ``bpfmux_call`` — the callbacks; they never let an
   exception cross into native code: they record it, set the status, return 0.
 """
@@ -54,7 +52,6 @@ _TABLE_GROW = 256
 _CHAR_FROM_BUFFER = ctypes.c_char.from_buffer
 
 _W_BUDGET = codegen.W_BUDGET
-_SLICE = codegen.SLICE
 _FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
 MESSAGES = codegen.Messages()
@@ -132,12 +129,11 @@ def table_of(vm: VM) -> RegionTable:
 class NativeRun:
     """One run's state words and the callback's recorded exception."""
 
-    __slots__ = ("exc", "reserve", "rs", "state", "table")
+    __slots__ = ("exc", "rs", "state", "table")
 
     def __init__(self, rs: RunState, table: RegionTable) -> None:
         self.rs = rs
         self.table = table
-        self.reserve = 0  # the run budget left beyond the slice in state word 14
         self.state = (ctypes.c_uint64 * 16)()
         self.exc: BaseException | None = None
         self.sync()
@@ -220,16 +216,14 @@ def _mem(st: int) -> int:
 
 
 def _give(run: NativeRun, left: int) -> None:
-    """Hand the run budget ``left`` to native code: a slice in the state, the rest in reserve."""
-    part = left if left < _SLICE else _SLICE
-    run.reserve = left - part
-    run.state[_W_BUDGET] = part & M64
+    """Hand the run budget ``left`` to native code."""
+    run.state[_W_BUDGET] = left & M64
 
 
 def _take(run: NativeRun) -> int:
     """The run budget native code left."""
-    part = run.state[_W_BUDGET]
-    return (part - (1 << 64) if part >> 63 else part) + run.reserve
+    left = run.state[_W_BUDGET]
+    return left - (1 << 64) if left >> 63 else left
 
 
 _RUNS_CODE: dict[Any, bool] = {}  # helper function -> whether it may run program code or charge the budget
@@ -263,12 +257,8 @@ def _call(st: int) -> int:
                 return r0
             except BaseException as e:
                 return _record(run, e, pc)
-    if kind == codegen.K_BUDGET:  # a slice is used up: the next one, or the end of the run
-        left = _take(run)
-        if left < 0:
-            return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
-        _give(run, left)
-        return 0
+    if kind == codegen.K_BUDGET:
+        return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
     if kind in (codegen.K_HELPER, codegen.K_KFUNC, codegen.K_CALLX):
         rs.left = _take(run)
         try:
