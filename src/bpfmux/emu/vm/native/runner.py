@@ -249,7 +249,7 @@ def _call(st: int) -> int:
             rs.depth = depth
             rs.pc = pc
             try:
-                if not _runs_code(fn):
+                if not _RUNS_CODE.get(fn, True) or not _runs_code(fn):  # one dict look-up on the hot path
                     return int(fn(rs, r1, r2, r3, r4, r5)) & M64
                 rs.left = _take(run)
                 r0 = int(fn(rs, r1, r2, r3, r4, r5)) & M64
