@@ -5,7 +5,7 @@ ones that fault, arbitrary instruction bytes, well-formed instruction soup,
 map programs — run on the checked and the native tier: the same ``r0`` and
 context, or the same fault (message, instruction and address). Plus the
 pieces random programs rarely reach: tail calls, callbacks, atomics on map
-values, regions unmapped between runs, read-only memory, the loop budget,
+values, regions unmapped between runs, read-only memory, the run budget,
 and what the tier reports when it cannot run natively.
 """
 
@@ -25,6 +25,7 @@ from bpfmux.emu.vm import native
 from bpfmux.emu.vm.progen import CTX_SIZE, random_program
 from bpfmux.errors import EmulatorFault, NotSupportedError, VerifierError
 from bpfmux.isa.asm import assemble
+from bpfmux.isa.insn import Insn
 from bpfmux.uapi import MapType
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="llvmlite is not installed (pip install bpfmux[native])")
@@ -63,10 +64,11 @@ def test_wild_programs_agree_on_faults(seed, size):
 
 
 def _agree_or_both_stop(a, b):
-    """``a`` checked, ``b`` native. The checked tier counts every instruction
-    of the run (``VM.max_insns``), the native tier back edges per call
-    (``VM.max_loop_iterations``, equal here): a native stop implies a checked
-    one; a checked stop leaves the native run free to go further."""
+    """``a`` checked, ``b`` native. Both count against one run budget; the
+    checked tier stops at the first instruction past it, the native tier at
+    the next function entry or back edge, and never counts an instruction
+    before it ran: a native stop implies a checked one; a checked stop leaves
+    the native run free to go a little further (and end)."""
     if b[0] == "fault" and "does not terminate" in b[1]:
         assert a[0] == "fault" and "does not terminate" in a[1], (a, b)
     elif not (a[0] == "fault" and "does not terminate" in a[1]):
@@ -77,7 +79,7 @@ def _agree_or_both_stop(a, b):
 @given(data=st.binary(min_size=8, max_size=160), ctx=st.binary(min_size=0, max_size=64))
 def test_arbitrary_instruction_bytes(data, ctx):
     with VM() as vm:
-        vm.max_insns = vm.max_loop_iterations = 2000
+        vm.run_budget = 2000
         vm.may_goto_budget = 50
         try:
             prog = vm.load(_random_insns(data))
@@ -90,7 +92,7 @@ def test_arbitrary_instruction_bytes(data, ctx):
 @given(insns=_valid_program(), ctx=st.binary(min_size=0, max_size=64))
 def test_valid_instruction_soup(insns, ctx):
     with VM() as vm:
-        vm.max_insns = vm.max_loop_iterations = 2000
+        vm.run_budget = 2000
         vm.may_goto_budget = 50
         vm.clock.set(1_000_000_000)
         try:
@@ -174,12 +176,12 @@ def test_atomics_on_a_map_value():
             assert struct.unpack("<QQII", m[0]) == (6, 9, 0x13, 6), tier
 
 
-def test_runaway_loop_is_stopped():
-    with VM() as vm:
-        vm.max_loop_iterations = 1000
+def test_runaway_loop_is_stopped_where_the_fast_tier_stops():
+    with VM(run_budget=1000) as vm:
         prog = vm.load(assemble("mov %r0, 0\nloop:\nadd %r0, 1\nja loop\nexit"))
         text, pc, _ = _fault(prog, "native")
-        assert "does not terminate" in text and pc == 2
+        assert text.startswith("insn 1: run budget of 1000 instructions exhausted") and pc == 1
+        assert (text, pc) == _fault(prog, "fast")[:2]
 
 
 def test_without_llvmlite_the_fast_tier_runs(monkeypatch):
@@ -261,3 +263,170 @@ def test_region_table_grows_while_running():
         vm.space.unmap(late[-1])
         assert _fault(prog, "native", regs={1: regions[7].base, 2: late[-1].base}) == \
             _fault(prog, "checked", regs={1: regions[7].base, 2: late[-1].base})
+
+
+# -- the run budget ----------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), size=st.integers(1, 80))
+def test_instruction_count_is_the_checked_tiers(seed, size):
+    """Blocks charged on entry, calls ending blocks: a run that ends normally
+    counts exactly the instructions it executed."""
+    with VM() as vm:
+        g = random_program(seed, size)
+        prog = vm.load(g.insns)
+        checked = prog.run(g.ctx, tier="checked")
+        ran = prog.run(g.ctx, tier="native")
+        assert ran.tier == "native"
+        assert (ran.r0, ran.insns) == (checked.r0, checked.insns)
+
+
+#: r6 = 50; 50 x (call sub; r6 -= 1; loop while r6 != 0); exit. sub: r0 = 7 + 1. 302 instructions.
+_CALLS_IN_A_LOOP = [
+    Insn(0xB7, 6, 0, 0, 50), Insn(0x85, 0, 1, 0, 3), Insn(0x17, 6, 0, 0, 1), Insn(0x55, 6, 0, -3, 0),
+    Insn(0x95), Insn(0xB7, 0, 0, 0, 7), Insn(0x07, 0, 0, 0, 1), Insn(0x95),
+]
+
+
+def test_bpf_to_bpf_calls_share_the_run_budget():
+    """Caller and callee charge one budget: with any budget, a native stop
+    implies a checked stop (nothing counted before it ran), a checked
+    success is a native success with the same count, and the native run goes
+    past the checked tier's stop only on the straight code after its last
+    check (the callee's entry in the last iteration: 6 instructions)."""
+    with VM() as vm:
+        prog = vm.load(_CALLS_IN_A_LOOP)
+        differ = []
+        for budget in range(0, 320):
+            vm.run_budget = budget
+            a = outcome(prog, None, "checked")
+            b = outcome(prog, None, "native")
+            if b[0] == "fault":
+                assert f"run budget of {budget} instructions exhausted" in b[1], b
+                assert a[0] == "fault" and "run budget" in a[1], (budget, a, b)
+            if a[0] == "ok":
+                assert b == a and prog.run(tier="native").insns == 302
+            if a[0] != b[0]:
+                differ.append(budget)
+        assert differ == list(range(296, 302))
+
+
+def test_a_tail_call_target_charges_the_same_budget():
+    with VM() as vm:
+        pa = vm.create_map(MapType.PROG_ARRAY, 4, 4, 1)
+        target = vm.load(assemble("mov %r0, 0\nmov %r1, 100\nloop:\nadd %r0, 1\nsub %r1, 1\njne %r1, 0, loop\nexit"),
+                         name="target")
+        pa[0] = target
+        caller = vm.load(assemble(f"lddw %r2, map_fd({pa.fd})\nmov %r3, 0\ncall 12\nmov %r0, 1\nexit"))
+        checked = caller.run(tier="checked")
+        ran = caller.run(tier="native")
+        assert (ran.r0, ran.insns, ran.tier) == (checked.r0, checked.insns, "native") == (100, 306, "native")
+        vm.run_budget = 150
+        text, pc, _ = _fault(caller, "native")
+        assert text.startswith("insn 2: run budget of 150 instructions exhausted") and pc == 2
+        assert (text, pc) == _fault(caller, "fast")[:2]
+
+
+def test_bpf_loop_callbacks_share_the_run_budget():
+    """Nested ``bpf_loop`` at the maximum (``tests/bpf/hostile.bpf.o``): the
+    native run stops where the fast one does, after as many callbacks."""
+    from bpfmux.emu.kernel.emulator import Emulator
+
+    seen = []
+    for tier in ("fast", "native"):
+        with Emulator(btf=None, run_budget=100_000, tier=tier) as emu:
+            coll = emu.load(Path(__file__).parents[1] / "bpf" / "hostile.bpf.o")
+            coll.attach_all()
+            with pytest.raises(EmulatorFault, match="run budget of 100000 instructions exhausted") as e:
+                emu.call("bpf_fentry_test1", 1)
+            seen.append((str(e.value), e.value.pc, coll.maps[".bss"]["inner_calls"]))
+    assert seen[0] == seen[1]
+    assert 0 < seen[1][2] < 100_000 // 6
+
+
+# -- the memory budget ---------------------------------------------------------------------
+
+#: main calls f1, f1 calls f2, f2 returns 5: three stack frames.
+_THREE_FRAMES = [Insn(0x85, 0, 1, 0, 1), Insn(0x95), Insn(0x85, 0, 1, 0, 1), Insn(0x95), Insn(0xB7, 0, 0, 0, 5),
+                 Insn(0x95)]
+
+
+def test_stack_frames_are_charged_to_the_memory_budget_as_on_the_other_tiers():
+    from bpfmux.errors import BpfError
+
+    messages = []
+    for tier in ("checked", "fast", "native"):
+        with VM(memory_budget=2 * 1024 + 100) as vm:  # two frames (1 KiB each with their guard) fit
+            prog = vm.load(_THREE_FRAMES)
+            with pytest.raises(BpfError, match="a program stack frame needs 1.0 KiB") as e:
+                prog.run(tier=tier)
+            messages.append(str(e.value))
+            assert vm.memory.used == 2 * 1024
+    assert len(set(messages)) == 1
+
+
+def test_region_table_is_charged_or_left_to_the_callback():
+    """The region table grows within the memory budget; without room, the
+    code reaches every region through the callback, with the same results."""
+    ctx = bytes(range(16))
+    src = "ldxdw %r0, [%r1+8]\nstxdw [%r10-8], %r0\nldxdw %r0, [%r10-8]\nexit"
+    want = struct.unpack_from("<Q", ctx, 8)[0]
+    with VM(memory_budget=1024 + 100) as vm:  # one frame, no table
+        res = vm.load(assemble(src)).run(ctx, tier="native")
+        assert (res.r0, res.tier) == (want, "native")
+        assert vm.memory.used == 1024
+    with VM() as vm:
+        res = vm.load(assemble(src)).run(ctx, tier="native")
+        assert (res.r0, res.tier) == (want, "native")
+        assert vm.memory.used == 1024 + 24 * 256  # the frame and the table's first 256 entries
+
+
+def test_a_long_run_counts_exactly_and_stops_at_its_last_check():
+    n = 10_000_000
+    need = 3 * n + 3
+    with VM(run_budget=need) as vm:
+        prog = vm.load(assemble(f"mov %r0, 0\nmov %r1, {n}\nloop:\nadd %r0, 1\nsub %r1, 1\njne %r1, 0, loop\nexit"))
+        res = prog.run(tier="native")
+        assert (res.r0, res.insns, res.tier) == (n, need, "native")
+        vm.run_budget = need - 4  # the last check (the last back edge) sees 3n - 1 counted: passes
+        assert prog.run(tier="native").r0 == n
+        vm.run_budget = need - 5  # that check fails
+        text, pc, _ = _fault(prog, "native")
+        assert text.startswith(f"insn 2: run budget of {need - 5} instructions exhausted") and pc == 2
+        assert (text, pc) == _fault(prog, "fast")[:2]
+
+
+def test_a_signal_ends_a_run_that_calls_helpers():
+    """A signal arriving while native code runs is handled at the next
+    callback's first instruction, where ``ctypes`` would print and drop the
+    handler's exception: it ends the run instead."""
+    import signal
+    import time
+
+    class Alarm(Exception):
+        pass
+
+    def ring(*_):
+        raise Alarm
+
+    with VM(run_budget=1 << 62) as vm:
+        prog = vm.load(assemble("mov %r6, 0\nloop:\ncall 5\nadd %r6, 1\nja loop\nexit"))  # bpf_ktime_get_ns
+        assert native.native_code(prog) is not None
+        old = signal.signal(signal.SIGALRM, ring)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            t0 = time.monotonic()
+            with pytest.raises(Alarm):
+                prog.run(tier="native")
+            assert time.monotonic() - t0 < 10
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def test_unknown_helper_with_a_negative_id_is_named_as_on_the_checked_tier():
+    with VM() as vm:
+        prog = vm.load([Insn(0x85, 0, 0, 0, -1), Insn(0x95)])
+        assert _fault(prog, "native") == _fault(prog, "checked")
+        assert "unknown helper -1;" in _fault(prog, "native")[0]

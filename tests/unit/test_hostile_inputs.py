@@ -225,8 +225,11 @@ def test_a_helper_given_4_gib_faults_without_allocating(tmp_path: Path, helper: 
 # --------------------------------------------------------------------------- run budget
 
 
-def test_nested_bpf_loop_at_the_maximum_ends_on_the_run_budget(tmp_path: Path) -> None:
-    r, rss = measured(tmp_path, "emulate", str(BPF / "hostile.bpf.o"), "--btf", "none")
+@pytest.mark.parametrize("tier", ["fast", "native"])
+def test_nested_bpf_loop_at_the_maximum_ends_on_the_run_budget(tmp_path: Path, tier: str) -> None:
+    if tier == "native":
+        _needs_llvmlite()
+    r, rss = measured(tmp_path, "emulate", str(BPF / "hostile.bpf.o"), "--btf", "none", "--tier", tier)
     line = one_error_line(r)
     assert f"run budget of {1 << 22} instructions exhausted" in line
     assert rss < 300 * MiB
@@ -240,8 +243,17 @@ def test_nested_bpf_loop_on_the_checked_tier(tmp_path: Path) -> None:
     assert rss < 300 * MiB
 
 
-@pytest.mark.parametrize("tier", ["checked", "fast"])
+def _needs_llvmlite() -> None:
+    from bpfmux.emu.vm import native
+
+    if not native.available():
+        pytest.skip("llvmlite is not installed (pip install bpfmux[native])")
+
+
+@pytest.mark.parametrize("tier", ["checked", "fast", "native"])
 def test_run_budget_is_shared_by_callbacks(tier: str) -> None:
+    if tier == "native":
+        _needs_llvmlite()
     with Emulator(btf=None, run_budget=100_000, tier=tier) as emu:
         coll = emu.load(BPF / "hostile.bpf.o")
         coll.attach_all()

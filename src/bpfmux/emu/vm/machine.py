@@ -53,7 +53,9 @@ class RunResult:
         the run had no context).
     :ivar insns: instructions executed: exact on the checked tier; on the
         fast tier those of every block entered (a block cut short by a
-        tail call counts whole).
+        tail call counts whole); on the native tier too, but there a call
+        ends a block, so only a legacy packet load that ends the run can
+        leave a block counted whole.
     :ivar tier: the tier that ran it.
     """
 

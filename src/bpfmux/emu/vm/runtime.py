@@ -219,11 +219,11 @@ class RunState:
     :ivar task: the current task; :ivar cpu: the current CPU.
     :ivar prog: the program that started this run (tail calls change
         :attr:`current`).
-    :ivar tier: ``"checked"`` or ``"fast"``.
+    :ivar tier: ``"checked"``, ``"fast"`` or ``"native"``.
     :ivar pc: in the checked tier, the slot of the instruction being
         executed (for fault messages); ``None`` in the fast tier.
     :ivar insns: instructions executed so far (checked tier).
-    :ivar left: what is left of the run budget (fast tier): ``VM.run_budget``
+    :ivar left: what is left of the run budget (fast and native tiers): ``VM.run_budget``
         less the instructions charged so far; the run stops once it is
         negative.
     """
@@ -338,11 +338,11 @@ class RunState:
                 return interpret(self, prog, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
 
             return run_checked
-        if self.tier == "native":  # the program's own tier dispatch (native code, or its fast-tier fallback)
-            regs_of = prog.call_subprogram
+        if self.tier == "native":  # natively when the callback compiles (else the fast tier, inside run_function)
+            from .native.runner import run_function
 
             def run_native(r1: int = 0, r2: int = 0, r3: int = 0, r4: int = 0, r5: int = 0) -> int:
-                return regs_of(self, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
+                return run_function(self, prog, pc, [r1 & U64, r2 & U64, r3 & U64, r4 & U64, r5 & U64], depth)
 
             return run_native
         fn = prog.fast_function(pc)

@@ -6,9 +6,19 @@
   ``bpfmux_mem`` callback), and cleared when the address space unmaps a
   region or changes its protection (:attr:`AddressSpace.listeners`). A
   region whose buffer cannot be exported (a read-only ``memoryview``) is
-  never installed: its accesses always take the callback.
+  never installed: its accesses always take the callback. The table's
+  memory is charged to the VM's memory budget as it grows; when the budget
+  has no room, the region is not installed and its accesses take the
+  callback too (slower, same results and faults).
 * :class:`NativeRun` — the ``State`` words of one run (status, tail-call
-  result, table pointer and length) and the exception a callback recorded.
+  result, table pointer and length, run budget left) and the exception a
+  callback recorded.
+* The run budget: :attr:`RunState.left` while Python runs, state word 14
+  while native code runs; :func:`run_function` hands it to native code and
+  takes it back, ``bpfmux_call`` does the reverse around helpers that may
+  run program code or charge the budget (``bpf_loop``, tail calls, kfuncs,
+  helpers registered by the user), so one budget covers the whole run;
+  ``K_BUDGET`` is the fault when it is used up.
 * ``bpfmux_mem`` / ``bpfmux_call`` — the callbacks; they never let an
   exception cross into native code: they record it, set the status, return 0.
 """
@@ -17,16 +27,18 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ....errors import BpfmuxError, EmulatorFault
+from ....errors import BpfError, BpfmuxError, EmulatorFault
 from .. import interp
 from ..memory import FIRST_SLOT, SLOT_SHIFT, AddressSpace
 from ..runtime import MAX_CALL_FRAMES, RunState
 from . import codegen, engine
 
 if TYPE_CHECKING:
+    from ..accounting import MemoryBudget
     from ..machine import VM, EmuProgram
 
 M64 = 0xFFFFFFFFFFFFFFFF
@@ -39,6 +51,7 @@ _ENTRY = ctypes.c_uint64 * 3
 _TABLE_GROW = 256
 _CHAR_FROM_BUFFER = ctypes.c_char.from_buffer
 
+_W_BUDGET = codegen.W_BUDGET
 _FN = ctypes.PYFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)  # the GIL stays held: callbacks re-enter Python
 
 MESSAGES = codegen.Messages()
@@ -47,16 +60,23 @@ MESSAGES = codegen.Messages()
 class RegionTable:
     """The native view of one :class:`AddressSpace`."""
 
-    def __init__(self, space: AddressSpace) -> None:
+    def __init__(self, space: AddressSpace, memory: MemoryBudget | None = None) -> None:
         self.space = space
+        self.memory = memory
         self.size = 0
         self.array: Any = (ctypes.c_uint64 * 0)()
         self.exports: dict[int, Any] = {}
         self.free_runs: list[NativeRun] = []  # run states to reuse (one per run; nested runs share theirs)
         space.listeners.append(self.invalidate)
 
-    def _grow(self, idx: int) -> None:
+    def _grow(self, idx: int) -> bool:
+        """Make room for entry ``idx``; False when the memory budget has none."""
         size = min(TABLE_SLOTS, max(idx + 1, self.size * 2, _TABLE_GROW))
+        if self.memory is not None:
+            try:
+                self.memory.charge(24 * (size - self.size), "the native tier's region table")
+            except BpfError:
+                return False
         new = (ctypes.c_uint64 * (3 * size))()
         ctypes.memmove(new, self.array, 24 * self.size)
         self.array = new
@@ -64,6 +84,7 @@ class RegionTable:
         for run in _RUNS.values():  # running code reads the table's address from its state
             if run.table is self:
                 run.sync()
+        return True
 
     def install(self, slot: int) -> None:
         """Give generated code direct access to the region at ``slot``, when its buffer allows."""
@@ -77,8 +98,8 @@ class RegionTable:
             view = _CHAR_FROM_BUFFER(region.buf)  # holds the buffer (no resizing while mapped)
         except (TypeError, ValueError, BufferError):
             return  # read-only memory: the callback serves it
-        if idx >= self.size:
-            self._grow(idx)
+        if idx >= self.size and not self._grow(idx):
+            return  # no memory for a larger table: the callback serves this region
         self.exports[slot] = view
         n = len(region.buf)
         a = self.array
@@ -101,7 +122,7 @@ _TABLES: weakref.WeakKeyDictionary[Any, RegionTable] = weakref.WeakKeyDictionary
 def table_of(vm: VM) -> RegionTable:
     t = _TABLES.get(vm)
     if t is None:
-        t = _TABLES[vm] = RegionTable(vm.space)
+        t = _TABLES[vm] = RegionTable(vm.space, vm.memory)
     return t
 
 
@@ -124,6 +145,23 @@ class NativeRun:
 
 
 _RUNS: dict[int, NativeRun] = {}  # state address -> run
+_ACTIVE: list[NativeRun] = []  # the runs under way, innermost last
+
+
+def _lost(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while native code runs: an exception raised
+    before a callback's own ``try`` (a signal handler runs at the first
+    instruction of the callback: Ctrl-C) would be printed and dropped by
+    ``ctypes``; it ends the run instead."""
+    if _ACTIVE and unraisable.object in (_mem, _call, _MEM_CB, _CALL_CB) and unraisable.exc_value is not None:
+        run = _ACTIVE[-1]
+        run.exc = unraisable.exc_value
+        run.state[0] = codegen.ST_FAULT
+        return
+    _PREV_HOOK[-1](unraisable)
+
+
+_PREV_HOOK: list[Any] = []
 _BY_RS: dict[int, NativeRun] = {}  # id(RunState) -> run
 
 
@@ -177,9 +215,33 @@ def _mem(st: int) -> int:
         return _record(run, e, pc)
 
 
+def _give(run: NativeRun, left: int) -> None:
+    """Hand the run budget ``left`` to native code."""
+    run.state[_W_BUDGET] = left & M64
+
+
+def _take(run: NativeRun) -> int:
+    """The run budget native code left."""
+    left = run.state[_W_BUDGET]
+    return left - (1 << 64) if left >> 63 else left
+
+
+_RUNS_CODE: dict[Any, bool] = {}  # helper function -> whether it may run program code or charge the budget
+
+
+def _runs_code(fn: Any) -> bool:
+    known = _RUNS_CODE.get(fn)
+    if known is None:
+        from ..translate import _may_run_code
+
+        known = _RUNS_CODE[fn] = _may_run_code(fn)
+    return known
+
+
 def _call(st: int) -> int:
     run = _RUNS[st]
-    kind, ident, pc, depth, r1, r2, r3, r4, r5 = _CALL_ARGS.unpack_from(run.state, 32)
+    state = run.state
+    kind, ident, pc, depth, r1, r2, r3, r4, r5 = _CALL_ARGS.unpack_from(state, 32)
     rs = run.rs
     if kind == 0 and ident != 12:  # the common case first: a helper
         fn = rs.vm.helpers.table.get(ident)
@@ -187,21 +249,40 @@ def _call(st: int) -> int:
             rs.depth = depth
             rs.pc = pc
             try:
-                return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                if not _RUNS_CODE.get(fn, True) or not _runs_code(fn):  # one dict look-up on the hot path
+                    return int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                rs.left = _take(run)
+                r0 = int(fn(rs, r1, r2, r3, r4, r5)) & M64
+                _give(run, rs.left)
+                return r0
             except BaseException as e:
                 return _record(run, e, pc)
+    if kind == codegen.K_BUDGET:
+        return _record(run, interp.budget_fault(rs.vm.run_budget, pc), pc)
+    if kind in (codegen.K_HELPER, codegen.K_KFUNC, codegen.K_CALLX):
+        rs.left = _take(run)
+        try:
+            return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
+        finally:
+            _give(run, rs.left)
+    return _call_out(run, kind, ident, pc, depth, r1, r2, r3, r4, r5)
+
+
+def _call_out(run: NativeRun, kind: int, ident: int, pc: int, depth: int, r1: int, r2: int, r3: int, r4: int,
+              r5: int) -> int:
+    rs = run.rs
     try:
         if kind == codegen.K_HELPER or kind == codegen.K_KFUNC:
             vm = rs.vm
             if kind == codegen.K_HELPER:
                 fn = vm.helpers.table.get(ident)
                 if fn is None:
-                    raise EmulatorFault(f"insn {pc}: unknown helper {ident}; register it with "
+                    raise EmulatorFault(f"insn {pc}: unknown helper {interp.s32(ident)}; register it with "
                                         "VM.helpers.register()", pc=pc)
             else:
                 fn = vm.kfuncs.get(ident)
                 if fn is None:
-                    raise EmulatorFault(f"insn {pc}: unknown kfunc (BTF id {ident}); register it with "
+                    raise EmulatorFault(f"insn {pc}: unknown kfunc (BTF id {interp.s32(ident)}); register it with "
                                         "VM.register_kfunc()", pc=pc)
             rs.depth = depth
             rs.pc = pc
@@ -295,7 +376,7 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
     """The native code of ``prog`` (compiled on first use, cached per program),
     or why there is none."""
     hit = prog._native
-    version = (prog.vm.max_loop_iterations, len(prog.entries))  # entries only grow
+    version = len(prog.entries)  # entries only grow
     if hit is not None and hit[0] == version:
         return hit[1]
     result: Compiled | Fallback
@@ -303,7 +384,7 @@ def compiled(prog: EmuProgram) -> Compiled | Fallback:
         result = Fallback("llvmlite is not installed (pip install bpfmux[native])")
     else:
         try:
-            gen = codegen.ModuleGen(prog, "P_", prog.vm.max_loop_iterations, MESSAGES)
+            gen = codegen.ModuleGen(prog, "P_", MESSAGES)
             ir, entries = gen.build(sorted(prog.entries))
             module, prefix, new = engine.compile_ir(ir, SYMBOLS)
         except codegen.Unsupported as e:
@@ -325,8 +406,6 @@ def _run_fast(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth: i
     """A function of a program the native tier cannot run, on the fast tier
     (a tail-call or ``callx`` target): Python errors of its generated code
     become the fault the fast tier reports."""
-    import sys
-
     from .. import translate
 
     try:
@@ -368,6 +447,9 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         addr = ctypes.addressof(run.state)
         _RUNS[addr] = run
         _BY_RS[id(rs)] = run
+        _ACTIVE.append(run)
+        _PREV_HOOK.append(sys.unraisablehook)
+        sys.unraisablehook = _lost
     else:
         addr = ctypes.addressof(run.state)
     table = run.table
@@ -379,10 +461,13 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
     if a1 >> SLOT_SHIFT not in exports:
         table.install(a1 >> SLOT_SHIFT)  # r1 is mostly the context: give the code direct access up front
     try:
-        _ENTRY_ARGS.pack_into(run.state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
+        state = run.state
+        _ENTRY_ARGS.pack_into(state, 56, depth, a1, args[1] & M64, args[2] & M64, args[3] & M64,
                               args[4] & M64, base + 512)
+        _give(run, rs.left)
         r0 = int(fn(addr))
-        status = run.state[0]
+        rs.left = _take(run)
+        status = state[0]
         if status:
             run.state[0] = 0
             if status == codegen.ST_END:
@@ -394,6 +479,8 @@ def run_function(rs: RunState, prog: EmuProgram, pc: int, args: list[int], depth
         return r0 & M64
     finally:
         if own:
+            sys.unraisablehook = _PREV_HOOK.pop()
+            _ACTIVE.pop()
             _RUNS.pop(addr, None)
             _BY_RS.pop(id(rs), None)
             run.exc = None
