@@ -32,7 +32,7 @@ import pytest
 from corpus_harness import object_path, started, tool_names
 from corpus_probes import LiveProbe
 from corpus_tools import TOOLS
-from corpus_workloads import WORKLOADS, Context, N, Output, memleak_user_mode, run
+from corpus_workloads import MARK, WORKLOADS, Context, N, Output, memleak_user_mode, run
 
 from bpfmux.obj import load_object
 
@@ -205,6 +205,38 @@ def _pick_syncsnoop(o: Output, c: Context) -> Any:
     return [{k: v for k, v in e.items() if k != "ts_us"} for e in o.events["events"] if e["comm"] == "bpfmux-sync"]
 
 
+def _drive_getaddrinfo(emu: Any, c: Context) -> None:
+    """``act.py getaddrinfo localhost N``: N ``getaddrinfo("localhost", NULL, &hints, &res)`` calls into libc
+    that succeed (uprobe and uretprobe on libc's ``getaddrinfo``)."""
+    host = user_string(emu, "localhost")
+    for _ in range(N):
+        emu.user_call("libc:getaddrinfo", host, 0, 0x7000_0000, 0x7000_1000, ret=0)
+
+
+def _pick_gethostlatency(o: Output, c: Context) -> Any:
+    """The workload's lookups: host, comm, the pid being the workload's; not time (the latency)."""
+    return [{"host": e["host"], "comm": e["comm"], "workload": e["pid"] == o.pid}
+            for e in o.events["events"] if e["pid"] == o.pid]
+
+
+def _drive_readline(emu: Any, c: Context) -> None:
+    """``act.py readline "echo MARK"``: an interactive bash (comm ``bash``, a child of the workload) whose
+    readline returns the line, then ``exit`` (the uretprobe on bash's readline function, the one the tool's
+    settings name)."""
+    from bpfmux.emu.vm.runtime import Task
+
+    memory = emu.vm.task.memory
+    emu.vm.task = Task(pid=EMU_PID + 1, tgid=EMU_PID + 1, comm="bash", memory=memory)
+    target = TOOLS["bashreadline"].settings(LiveProbe()).attach["printret"][0]
+    for line in (f"echo {MARK}", "exit"):
+        emu.user_call(target, 0, ret=user_string(emu, line))
+
+
+def _pick_bashreadline(o: Output, c: Context) -> Any:
+    """The lines bash read, in order (bashreadline keeps only comm ``bash``); not the pid (bash's own)."""
+    return [e["str"] for e in o.events["events"]]
+
+
 #: tool → its emulated workload and what is compared
 COMPARED: dict[str, Emulated] = {
     "syscount": Emulated(_drive_getpid, _pick_syscount,
@@ -222,6 +254,11 @@ COMPARED: dict[str, Emulated] = {
     "statsnoop": Emulated(_drive_stat, _pick_statsnoop,
                           "events of the workload's stats of its file (target_pid): type, ret, fd, dirfd, comm, "
                           "path, the pid being the workload's; not ts_ns"),
+    "gethostlatency": Emulated(_drive_getaddrinfo, _pick_gethostlatency,
+                               "events of the workload's getaddrinfo calls (uprobes on libc): host, comm, pid; "
+                               "not time (latency)"),
+    "bashreadline": Emulated(_drive_readline, _pick_bashreadline,
+                             "events: the lines an interactive bash read (uretprobe on its readline), in order"),
     "syncsnoop": Emulated(_drive_sync, _pick_syncsnoop, "events with the workload's comm: comm, sys; not ts_us"),
     "bitesize": Emulated(_drive_dio_issue, _pick_bitesize,
                          "hists[comm bpfmux-dio]: every slot (request sizes; filter_dev on the loop device)"),
@@ -264,9 +301,6 @@ NOT_COMPARED: dict[str, str] = {
                   "has no task_struct and no such helper"),
     "exitsnoop": ("reads the exiting task's task_struct (exit_code, real_parent, start_time) through "
                   "bpf_get_current_task: the emulated kernel has no task_struct and no such helper"),
-    "gethostlatency": ("events of uprobes on getaddrinfo: comparable in principle (Emulator.user_call), "
-                       "not written yet"),
-    "bashreadline": ("the uretprobe reads the line from bash's memory: comparable in principle, not written yet"),
     "javagc": "needs a running JVM (USDT probes)",
 }
 
