@@ -95,13 +95,18 @@ def kstruct(emu: Any, name: str, values: dict[str, int]) -> int:
     return emu.alloc(bytes(buf), f"struct {name}")
 
 
-def _disk_request(emu: Any, c: Context, nbytes: int) -> int:
+#: ``REQ_OP_READ | REQ_SYNC`` (``__REQ_SYNC`` is bit 11 in 6.x): the flags of a direct read's request
+DIO_READ_FLAGS = 1 << 11
+
+
+def _disk_request(emu: Any, c: Context, nbytes: int, sector: int = 0) -> int:
     """A ``struct request`` of ``nbytes`` on the real run's loop device (``rq->q->disk`` with its major and
     first minor, ``rq->part``; what ``get_disk`` and the tools' device filters read)."""
     major, minor = c.loop_dev >> 20, c.loop_dev & ((1 << 20) - 1)
     disk = kstruct(emu, "gendisk", {"major": major, "first_minor": minor})
     queue = kstruct(emu, "request_queue", {"disk": disk})
-    return kstruct(emu, "request", {"q": queue, "__data_len": nbytes, "__sector": 0})
+    return kstruct(emu, "request", {"q": queue, "__data_len": nbytes, "__sector": sector,
+                                    "cmd_flags": DIO_READ_FLAGS})
 
 
 def _drive_dio_issue(emu: Any, c: Context) -> None:
@@ -113,6 +118,42 @@ def _drive_dio_issue(emu: Any, c: Context) -> None:
         emu.fire("block:block_rq_issue", rq)
         emu.vm.clock.advance(100_000)
         emu.fire("block:block_rq_complete", rq, 0, 4096)
+
+
+def _drive_dio_io(emu: Any, c: Context) -> None:
+    """The N 4 KiB requests of ``act.py dio`` started and done, one after the other, 100 us each
+    (``block_io_start``, ``block_io_done``: raw tracepoints, ``TP_PROTO(rq)``), in the workload's context."""
+    for _ in range(N):
+        rq = _disk_request(emu, c, 4096)
+        emu.fire("block:block_io_start", rq)
+        emu.vm.clock.advance(100_000)
+        emu.fire("block:block_io_done", rq)
+
+
+def _drive_dio_snoop(emu: Any, c: Context) -> None:
+    """The N 4 KiB direct reads of ``act.py dio`` at sectors 0, 8, …: each request started in the
+    workload's context, issued and completed 100 us later (``block_io_start``, ``block_rq_issue``,
+    ``block_rq_complete``)."""
+    for i in range(N):
+        rq = _disk_request(emu, c, 4096, sector=i * 8)
+        emu.fire("block:block_io_start", rq)
+        emu.fire("block:block_rq_issue", rq)
+        emu.vm.clock.advance(100_000)
+        emu.fire("block:block_rq_complete", rq, 0, 4096)
+
+
+def _pick_biosnoop(o: Output, c: Context) -> Any:
+    """The loop device's events (filter_dev): comm, the pid being the workload's, sector, len, cmd_flags,
+    dev, qdelta; not ts nor delta (times)."""
+    return [{**{k: v for k, v in e.items() if k not in ("ts", "delta", "pid")}, "workload": e["pid"] == o.pid}
+            for e in o.events["events"] if e["dev"] == c.loop_dev]
+
+
+def _pick_biostacks(o: Output, c: Context) -> Any:
+    """The histograms' total count (slots are latencies) and each key's pid (the workload's), comm and
+    device; not the kernel stack (the emulated kernel has none: a real stack cannot be replayed)."""
+    return {"total": sum(_total(v) for _, v in o.maps["hists"]),
+            "keys": sorted((k["pid"] == o.pid, k["comm"], k["dev"]) for k, _ in o.maps["hists"])}
 
 
 def _pick_bitesize(o: Output, c: Context) -> Any:
@@ -262,6 +303,12 @@ COMPARED: dict[str, Emulated] = {
     "syncsnoop": Emulated(_drive_sync, _pick_syncsnoop, "events with the workload's comm: comm, sys; not ts_us"),
     "bitesize": Emulated(_drive_dio_issue, _pick_bitesize,
                          "hists[comm bpfmux-dio]: every slot (request sizes; filter_dev on the loop device)"),
+    "biosnoop": Emulated(_drive_dio_snoop, _pick_biosnoop,
+                         "events on the loop device: comm, pid, sector, len, cmd_flags, dev, qdelta; not ts, delta "
+                         "(the emulated requests carry the sectors, size and flags of the real reads)"),
+    "biostacks": Emulated(_drive_dio_io, _pick_biostacks,
+                          "hists: the total count (slots are latencies), and per key the pid being the "
+                          "workload's, comm and device (filter_dev); not the kernel stack"),
     "biolatency": Emulated(_drive_dio_issue, _pick_hist_total("hists"),
                            "hists: the total count over all slots (the slots are latencies: time-valued, each "
                            "run's own); filter_dev on the loop device"),
@@ -277,7 +324,7 @@ _MACHINE = ("counts the whole machine's events (interrupts, softirqs, TCP state 
 
 #: tool → why its maps are not compared with an emulated run
 NOT_COMPARED: dict[str, str] = {
-    **{t: _GUEST for t in ("bindsnoop", "biosnoop", "biostacks", "biotop", "cachestat", "capable", "filelife",
+    **{t: _GUEST for t in ("bindsnoop", "biotop", "cachestat", "capable", "filelife",
                            "filetop", "fsdist", "fsslower", "funclatency", "klockstat", "ksnoop", "mdflush",
                            "numamove", "oomkill", "readahead", "slabratetop", "solisten", "tcpconnect", "tcpconnlat",
                            "tcprtt", "tcpsynbl", "tcptop", "tcptracer", "vfsstat")},

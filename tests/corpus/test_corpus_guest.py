@@ -71,3 +71,67 @@ def test_fentry_verdicts_match_the_guest_kernel(tool: str) -> None:
     assert set(got) == set(KNOWN_GUEST.get(tool, {})), got
     judged = [n for n, (v, _) in kernel_v.items() if v != NONE]
     assert judged and any(kernel_v[n][0] == ACCEPT for n in judged), kernel_v
+
+
+#: reads the funclatency workload makes
+READS = 5
+
+
+def _funclatency_maps(coll: object) -> dict[str, object]:
+    """funclatency's maps the workload determines: the histogram's total (its slots are latencies, each run's
+    own) and the entries left in ``starts`` (every entry is deleted at return)."""
+    from bpfmux.show.maps import read_map
+
+    maps = coll.maps  # type: ignore[attr-defined]
+    hist = dict(read_map(".bss", maps[".bss"], sum_cpus=True).entries)["hist"]
+    return {"total": sum(hist), "starts": len(read_map("starts", maps["starts"], sum_cpus=True).entries)}
+
+
+def test_funclatency_maps_equal_the_emulated_kernel(tmp_path) -> None:
+    """funclatency vfs_read on the guest's kernel (fentry/fexit, targ_tgid a forked child that makes READS
+    read(2) calls on a file and exits) and in the emulated kernel (the same settings, READS calls of
+    vfs_read by the filtered process): the same histogram total (latencies themselves differ, so the slots
+    are not compared) and no start left behind."""
+    from bpfmux.btf import Btf
+    from bpfmux.emu import Emulator
+    from bpfmux.emu.vm.runtime import Task
+
+    probe = LiveProbe()
+    t = TOOLS["funclatency"]
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 64)
+    go_r, go_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: wait, read READS times, leave without cleanup
+        try:
+            os.close(go_w)
+            os.read(go_r, 1)  # entered before the probes are attached: its return is not counted
+            fd = os.open(path, os.O_RDONLY)
+            for _ in range(READS):
+                os.read(fd, 1)
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    try:
+        settings = t.settings(probe)
+        settings.globals["targ_tgid"] = child
+        with started(probe.kernel, t, settings) as st:
+            assert st.started and st.links, (st.failed, st.attach_failed)
+            os.write(go_w, b"g")
+            os.waitpid(child, 0)
+            child = 0
+            real = _funclatency_maps(st.coll)
+    finally:
+        os.close(go_w)
+        if child:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+    assert real == {"total": READS, "starts": 0}, real
+    settings = t.settings(probe)
+    settings.globals["targ_tgid"] = 4242
+    with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
+        assert st.started and st.links, (st.failed, st.attach_failed)
+        emu.vm.task = Task(pid=4242, tgid=4242, comm="python3")
+        for _ in range(READS):
+            emu.call("vfs_read", 0, 0, 1, 0)
+        assert _funclatency_maps(st.coll) == real
