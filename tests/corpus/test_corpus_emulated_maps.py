@@ -328,12 +328,14 @@ _MACHINE = ("counts the whole machine's events (interrupts, softirqs, TCP state 
 IN_THE_GUEST: dict[str, str] = {
     "funclatency": ("test_corpus_guest.py::test_funclatency_maps_equal_the_emulated_kernel: fentry/fexit on "
                     "vfs_read, a forked child's reads; the histogram total and the starts left"),
+    "filetop": ("test_corpus_guest.py::test_filetop_maps_equal_the_emulated_kernel: kprobes on vfs_read and "
+                "vfs_write, a forked child's reads and writes of a regular file; counts, bytes, comm, name, type"),
 }
 
 #: tool → why its maps are not compared with an emulated run
 NOT_COMPARED: dict[str, str] = {
     **{t: _GUEST for t in ("bindsnoop", "biotop", "cachestat", "capable", "filelife",
-                           "filetop", "fsdist", "fsslower", "klockstat", "ksnoop", "mdflush",
+                           "fsdist", "fsslower", "klockstat", "ksnoop", "mdflush",
                            "numamove", "oomkill", "readahead", "slabratetop", "solisten", "tcpconnect", "tcpconnlat",
                            "tcprtt", "tcpsynbl", "tcptop", "tcptracer", "vfsstat")},
     **{t: _SCHED for t in ("cpudist", "offcputime", "runqlat", "runqslower", "wakeuptime")},
