@@ -1,5 +1,6 @@
 """Each corpus program's verdict on a kernel: loaded, rejected by the
-verifier, or no verdict (the kernel lacks what the program needs)."""
+verifier (with its errno), or no verdict (the kernel lacks what the program
+needs)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _verdict(err: BaseException) -> tuple[str, str]:
         log = (err.log or "").strip().splitlines()
         tail = next((line for line in reversed(log) if line and not line.startswith(("processed", "verification"))),
                     first)
-        return REJECT, tail
+        return REJECT, f"{errno.errorcode.get(err.errno, str(err.errno))}: {tail}"
     if isinstance(err, NotSupportedError | NotFoundError):
         return NONE, first
     if isinstance(err, BpfError):
@@ -45,11 +46,17 @@ def verdicts(kernel: Any, tool: Tool, settings: Settings) -> dict[str, tuple[str
     return out
 
 
+def _errno(verdict: str, detail: str) -> str:
+    """The errno name of a rejection (its detail starts with it), else ``""``."""
+    return detail.split(":", 1)[0] if verdict == REJECT else ""
+
+
 def disagreements(kernel_v: dict[str, tuple[str, str]], emu_v: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """Programs both kernels judged, where they differ: program → what each said."""
+    """Programs both kernels judged, where they differ (accept against reject, or rejections with different
+    errnos): program → what each said."""
     out = {}
     for name, (kv, kd) in kernel_v.items():
         ev, ed = emu_v.get(name, (NONE, "not loaded"))
-        if kv != NONE and ev != NONE and kv != ev:
+        if kv != NONE and ev != NONE and (kv != ev or _errno(kv, kd) != _errno(ev, ed)):
             out[name] = f"kernel {kv}{': ' + kd if kd else ''}; emulator {ev}{': ' + ed if ed else ''}"
     return out

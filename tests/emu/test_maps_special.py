@@ -175,6 +175,23 @@ class TestStackTrace:
         sid = prog.run(context=RunContext(user_stack=[1, 2, 3], kernel_stack=[7])).r0
         assert st.ips(sid) == (2, 3)
 
+    def test_get_stack_copies_the_context_stack(self, vm):
+        """``bpf_get_stack(ctx, buf, size, flags)``: bytes copied, the rest zeroed; skip and user flags;
+        ``-EFAULT`` (buffer zeroed) without a stack, ``-EINVAL`` for a size not a multiple of 8."""
+        def get(size: int, flags: int, ctx: RunContext) -> tuple[int, bytes]:
+            src = f"mov %r2, %r1\nmov %r3, {size}\nmov %r4, {flags}\ncall 67\nexit"
+            prog = vm.load(assemble(src))
+            a = prog.run(b"\xff" * 24, context=ctx, tier="checked")
+            b = prog.run(b"\xff" * 24, context=ctx, tier="fast")
+            assert (a.r0, a.ctx) == (b.r0, b.ctx)
+            return a.r0, bytes(a.ctx)
+
+        ctx = RunContext(kernel_stack=[0x10, 0x20], user_stack=[1, 2, 3])
+        assert get(24, 0, ctx) == (16, struct.pack("<3Q", 0x10, 0x20, 0))
+        assert get(16, 0x101, ctx) == (16, struct.pack("<2Q", 2, 3) + b"\xff" * 8)
+        assert get(24, 0, RunContext()) == ((-errno.EFAULT) & (2**64 - 1), bytes(24))
+        assert get(12, 0, ctx)[0] == (-errno.EINVAL) & (2**64 - 1)
+
 
 class TestProgArray:
     def test_tail_call_chain_and_limit(self, vm):

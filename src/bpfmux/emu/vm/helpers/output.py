@@ -265,3 +265,28 @@ def get_stackid(rs: RunState, ctx: int, m: int, flags: int, *_: int) -> int:
     if not isinstance(mp, StackTraceMap):
         raise rs.fault(f"map {mp.name!r} is not a stack trace map", m)
     return mp.get_stackid(rs, flags)
+
+
+@helper(H.get_stack, "get_stack")
+def get_stack(rs: RunState, ctx: int, buf: int, size: int, flags: int, *_: int) -> int:
+    """``long bpf_get_stack(ctx, buf, size, flags)``: the call's kernel (or, with ``BPF_F_USER_STACK``, user)
+    stack of the run context, innermost first, as 8-byte instruction pointers; the bytes copied, the rest of
+    ``buf`` zeroed. ``-EINVAL`` for unknown flags or a size not a multiple of 8, ``-EFAULT`` (``buf``
+    zeroed) when the context has no such stack. Build-id records are not modelled (a fault says so)."""
+    from ....uapi import StackFlags
+
+    size &= 0xFFFFFFFF
+    if flags & ~(StackFlags.SKIP_MASK | StackFlags.USER_STACK | StackFlags.USER_BUILD_ID) or (
+            flags & StackFlags.USER_BUILD_ID and not flags & StackFlags.USER_STACK) or size % 8:
+        rs.write(buf, bytes(size))
+        return -errno.EINVAL
+    if flags & StackFlags.USER_BUILD_ID:
+        raise rs.fault("bpf_get_stack with BPF_F_USER_BUILD_ID: build-id records are not modelled", flags)
+    stack = rs.context.user_stack if flags & StackFlags.USER_STACK else rs.context.kernel_stack
+    ips = [ip & 0xFFFFFFFFFFFFFFFF for ip in list(stack)[flags & StackFlags.SKIP_MASK:]][: size // 8]
+    if not ips:
+        rs.write(buf, bytes(size))
+        return -errno.EFAULT
+    data = struct.pack(f"<{len(ips)}Q", *ips)
+    rs.write(buf, data.ljust(size, b"\0"))
+    return len(data)
