@@ -32,7 +32,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _common import missing_root_or_bpftrace, write_result
+
+# the one SIGINT-and-wait routine for bpftrace 0.17, shared with the tests' oracle harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "live"))
+from bpftrace_oracle import interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 BPFMUX = [sys.executable, "-m", "bpfmux.cli.main", "bpftrace"]
@@ -132,34 +135,6 @@ JOBS: dict[str, tuple[str, Callable[[], None], bool]] = {
     "libc_str_wildcard": (f'uprobe:{LIBC}:str* {{ @[probe] = count(); }} BEGIN {{ printf("READY\\n"); }}',
                           lambda: sh("/bin/true"), True),  # fmt: skip
 }
-
-
-def _in_epoll_wait(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/wchan") as f:
-            return f.read().strip() == "do_epoll_wait"
-    except OSError:
-        return False
-
-
-def interrupt(p: subprocess.Popen, timeout: float) -> None:
-    """SIGINT ``p`` and wait for its exit. bpftrace 0.17 notices a SIGINT that
-    arrives outside ``epoll_wait`` only with its next event, so while it keeps
-    waiting for events the signal is sent again (never while it detaches or prints)."""
-    p.send_signal(signal.SIGINT)
-    end = time.monotonic() + timeout
-    idle = 0
-    while time.monotonic() < end:
-        try:
-            p.wait(timeout=1.0)
-            return
-        except subprocess.TimeoutExpired:
-            idle = idle + 1 if _in_epoll_wait(p.pid) else 0
-            if idle >= 2:
-                p.send_signal(signal.SIGINT)
-                idle = 0
-    p.kill()
-    p.wait()
 
 
 class Run:
