@@ -326,7 +326,11 @@ def test_bitesize(tools: Path) -> None:
     mine, theirs = parse_maps(ours.stdout), parse_maps(bt.stdout)
     key = f"@[{name}]"
     assert mine[key] == theirs[key]
-    assert hist_counts(mine[key]) == {"[4K, 8K)": 8, "[8K, 16K)": 0, "[16K, 32K)": 2}
+    # dd's eight synchronous 4 KiB writes, then two 16 KiB reads (each one request, or split where the file's blocks
+    # are not contiguous); the filesystem under the temporary directory may add requests in dd's name (allocation,
+    # journal), seen alike by both tracers (compared above)
+    counts = hist_counts(mine[key])
+    assert counts["[4K, 8K)"] >= 8 and sum(counts.values()) >= 10, counts
     end = "I/O size (bytes) histograms by process name:\n\n"  # END's printf, then the map dump
     assert ours.stdout.split("@", 1)[0] == bt.stdout.split("@", 1)[0] and ours.stdout.split("@", 1)[0].endswith(end)
 
