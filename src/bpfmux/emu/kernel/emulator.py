@@ -54,7 +54,7 @@ from .probes import KSTACK_TOP, USTACK_TOP, ProbeDispatch
 from .registry import Registry
 from .tracepoints import TracepointRegistry
 from .trampoline import FunctionTable, KernelFunction, make_policy
-from .trampoline.frame import U64
+from .trampoline.frame import U64, FramePool
 from .trampoline.functions import Param, add_test_functions
 from .userspace import UserFunctions
 
@@ -142,6 +142,7 @@ class Emulator(api.Kernel):
                      run_budget=DEFAULT_RUN_BUDGET if run_budget is None else run_budget,
                      memory_budget=DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
         self.memory = KernelMemory(self.vm.space)
+        self.policy.frames = FramePool(self.vm.space)
         self.verify = verify
         self.btf = _resolve_btf(btf)
         addresses = _kallsyms_addresses() if kallsyms else None
@@ -386,16 +387,27 @@ class Emulator(api.Kernel):
         :raises NotFoundError: unknown function.
         :raises InvalidArgumentError: wrong number of arguments.
         """
-        f = self.function(function)
-        if len(args) != f.nargs:
+        f = function if isinstance(function, KernelFunction) else self.functions[function]
+        if len(args) != len(f.params):
             raise InvalidArgumentError(f"{f.name} takes {f.nargs} arguments, got {len(args)}")
-        regs = tuple(a & U64 for a in args)
-        probed = self.kprobes.probed(f)
-        sessions = self.kprobes.entry(f, regs) if probed else []
+        regs = args
+        for a in args:
+            if not 0 <= a <= U64:
+                regs = tuple(a & U64 for a in args)
+                break
+        probes = self.kprobes
+        if probes.events or probes.fprobes:
+            probed = probes.probed(f)
+            sessions = probes.entry(f, regs) if probed else []
+        else:
+            probed = False
         ret = self.policy.call(f, regs)
         if probed:
-            self.kprobes.exit(f, regs, ret, sessions)
-        return f.ret.from_u64(ret) if f.ret.size else 0
+            probes.exit(f, regs, ret, sessions)
+        if f.raw_ret:
+            return ret
+        r = f.ret
+        return r.from_u64(ret) if r.size else 0
 
     def kprobe_hit(self, function: str | KernelFunction, *args: int, ret: int | None = None) -> None:
         """Fire only the probes of ``function``: entry probes, or return probes when ``ret`` is given.
@@ -621,6 +633,8 @@ class Emulator(api.Kernel):
         try:
             self.registry.close_all()
         finally:
+            if self.policy.frames is not None:
+                self.policy.frames.close()
             self.vm.close()
 
     @property

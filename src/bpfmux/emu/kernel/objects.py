@@ -47,6 +47,7 @@ class EmulatedProgram(api.Program):
                  flags: ProgFlags | int = 0, spec: Any = None) -> None:
         self.kernel = kernel
         self.vmprog = vmprog
+        self._entry = vmprog.entry()
         self.name = vmprog.name
         self.section = section
         self.prog_type = ProgType(vmprog.prog_type)
@@ -124,7 +125,16 @@ class EmulatedProgram(api.Program):
         return self.vmprog.run(ctx, context=context, ctx_offset=ctx_offset, ctx_writable=writable).r0
 
     def run_tracing(self, frame: bytearray, info: CallInfo) -> int:
-        """Run from a trampoline (``ctx`` is the frame at ``info.slot``)."""
+        """Run from a trampoline (``ctx`` is the frame at ``info.slot``; on the frame's mapping when the
+        trampoline mapped it).
+
+        :raises BpfmuxError: the program was freed.
+        """
+        if info.base:
+            if not self._refs:
+                raise BpfmuxError(f"program {self.name!r} ran after it was freed")
+            self.runs += 1
+            return self._entry(info.base + 8 * info.slot, info)
         return self.run(frame, context=RunContext(tracing=info, cookie=info.cookie), ctx_offset=8 * info.slot)
 
     def test_run(self, ctx: bytes | None = None, data_in: bytes | None = None, repeat: int = 1, *,

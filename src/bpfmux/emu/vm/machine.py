@@ -33,7 +33,7 @@ from .helpers import HelperTable
 from .maps import Codec, EmuMap, create_map
 from .memory import SLOT_SHIFT, AddressSpace, Region
 from .native import runner as _native
-from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, RunContext, RunState, Task
+from .runtime import BPF_MAX_LOOPS, STACK_SIZE, Clock, Context, RunContext, RunState, Task
 
 M64 = 0xFFFFFFFFFFFFFFFF
 M32 = 0xFFFFFFFF
@@ -113,6 +113,7 @@ class EmuProgram:
         self.fd, self.id = vm._register_prog(self)
         self._fast: dict[int, Callable[..., int]] | None = None
         self._fast_version: object = None
+        self._entry: Callable[[int, Context | None], int] | None = None
         self._fast_source: str | None = None
         self._native: Any = None  # (version, compiled code or why none): bpfmux.emu.vm.native.runner.compiled
 
@@ -223,6 +224,17 @@ class EmuProgram:
                 if not 1 <= r <= 5:
                     raise BpfmuxError(f"regs may set r1-r5 only, not r{r}")
                 args[r - 1] = v & M64
+        try:
+            r0, rs, tier = self._execute(tier, args, context)
+        finally:
+            if region is not None:
+                space.unmap(region)
+        executed = rs.insns if tier == "checked" else vm.run_budget - rs.left
+        return RunResult(r0 & M64, None if buf is None else bytes(buf), executed, tier)
+
+    def _execute(self, tier: str, args: list[int], context: Context | None) -> tuple[int, RunState, str]:
+        """Run the main function on ``tier`` with r1-r5 = ``args``; returns ``(r0, run state, tier run)``."""
+        vm = self.vm
         if tier == "native":
             if _native.compiled_or_none(self) is None:
                 tier = "fast"  # not compilable natively (or no llvmlite): see native_code()
@@ -237,36 +249,86 @@ class EmuProgram:
                 r0 = self._run_fast(rs, args)
         finally:
             vm._running -= 1
-            if region is not None:
-                space.unmap(region)
             rs.finish()
             if not vm._running:
                 vm._flush()
-        executed = rs.insns if tier == "checked" else vm.run_budget - rs.left
-        return RunResult(r0 & M64, None if buf is None else bytes(buf), executed, tier)
+        return r0, rs, tier
 
-    def _run_fast(self, rs: RunState, args: list[int]) -> int:
-        from . import translate
+    def run_at(self, addr: int, context: Context | None = None) -> int:
+        """Run once with ``r1 = addr``, a context the caller has mapped (a
+        trampoline's frame); returns ``r0``.
 
-        fn = self.fast_function(0)
+        The lean entry of hooks that run programs on every call: no mapping,
+        no copy of the context, no :class:`RunResult`; faults, budgets and
+        tiers as :meth:`run`. :meth:`entry` is the same as a function.
+
+        :raises EmulatorFault: the program faulted.
+        :raises BpfmuxError: the program is closed.
+        """
+        return self.entry()(addr, context)
+
+    def entry(self) -> Callable[[int, Context | None], int]:
+        """:meth:`run_at` as a function bound to this program (made once): what a hook keeps to run it often."""
+        run = self._entry
+        if run is None:
+            run = self._entry = self._make_entry()
+        return run
+
+    def _make_entry(self) -> Callable[[int, Context | None], int]:
+        prog = self
+        vm = self.vm
+        helpers = vm.helpers
+        pool = vm._run_states
+
+        def run_at(addr: int, context: Context | None) -> int:
+            if prog._closed:
+                raise BpfmuxError(f"program {prog.name!r} is closed")
+            tier = prog.tier or vm.tier
+            if tier != "fast":
+                return prog._execute(tier, [addr, 0, 0, 0, 0], context)[0] & M64
+            fns = prog._fast
+            if fns is None or prog._fast_version != (helpers.version, vm._kfunc_version, vm._maps_version):
+                fn = prog.fast_function(0)
+            else:
+                fn = fns[0]
+            rs = pool.pop() if pool else RunState(vm, prog, "fast", context)
+            vm._running += 1
+            try:
+                rs.restart(prog, "fast", context)
+                return fn(rs, addr, 0, 0, 0, 0, 0) & M64
+            except EmulatorFault as e:
+                _locate_fault(e)
+                raise
+            except Exception as e:
+                fault = _fast_fault(rs, e)
+                if fault is None:
+                    raise
+                raise fault from None
+            finally:
+                vm._running -= 1
+                try:
+                    if rs.reservations or rs.deferred:
+                        rs.settle()
+                finally:
+                    pool.append(rs)
+                    if not vm._running and vm._pending:
+                        vm._flush()
+
+        return run_at
+
+    def _run_fast(self, rs: RunState, args: list[int], fn: Callable[..., int] | None = None) -> int:
+        if fn is None:
+            fn = self.fast_function(0)
         try:
             return fn(rs, args[0], args[1], args[2], args[3], args[4], 0)
         except EmulatorFault as e:
-            translate.locate_fault(e, sys.exc_info()[2])
+            _locate_fault(e)
             raise
-        except (KeyError, IndexError, TypeError, ValueError, OverflowError, RecursionError, MemoryError) as e:
-            fault = translate.convert_exception(rs, e, sys.exc_info()[2])
+        except Exception as e:
+            fault = _fast_fault(rs, e)
             if fault is None:
                 raise
             raise fault from None
-        except Exception as e:
-            import struct
-
-            if isinstance(e, struct.error):
-                fault = translate.convert_exception(rs, e, sys.exc_info()[2])
-                if fault is not None:
-                    raise fault from None
-            raise
 
     def fast_function(self, pc: int) -> Callable[..., int]:
         """The fast tier's compiled function for the function starting at
@@ -445,6 +507,8 @@ class VM:
         self._next_map_id = 1
         self._next_prog_id = 1
         self._free_frames: list[Region] = []
+        #: finished run states the lean entry (``run_at``) reuses: as many as runs were ever nested
+        self._run_states: list[RunState] = []
         self._running = 0
         self._pending: list[Region] = []
         self._closed = False
@@ -665,3 +729,39 @@ class VM:
 
 
 __all__ = ["DEFAULT_RUN_BUDGET", "TIERS", "VM", "EmuProgram", "RunResult", "SLOT_SHIFT", "BpfError", "resolve_function"]
+
+
+def fast_fault(rs: RunState, e: Exception) -> None:
+    """In an ``except`` block around fast-tier code: raise the :class:`EmulatorFault` that ``e`` stands for;
+    return when ``e`` is to be re-raised as it is (a fault, given its instruction; or not the program's).
+
+    :raises EmulatorFault: ``e`` is a Python error the program's code caused.
+    """
+    if isinstance(e, EmulatorFault):
+        _locate_fault(e)
+        return
+    fault = _fast_fault(rs, e)
+    if fault is not None:
+        raise fault from None
+
+
+def _locate_fault(e: EmulatorFault) -> None:
+    """Give a fast-tier fault its instruction (from the traceback being handled)."""
+    from . import translate
+
+    translate.locate_fault(e, sys.exc_info()[2])
+
+
+#: what Python raises in fast-tier code that is the program's fault (bad memory access, …)
+_CONVERTIBLE = (KeyError, IndexError, TypeError, ValueError, OverflowError, RecursionError, MemoryError)
+
+
+def _fast_fault(rs: RunState, e: Exception) -> EmulatorFault | None:
+    """The :class:`EmulatorFault` a Python exception in fast-tier code stands for, or ``None`` (a bug to re-raise)."""
+    import struct
+
+    from . import translate
+
+    if isinstance(e, (*_CONVERTIBLE, struct.error)):
+        return translate.convert_exception(rs, e, sys.exc_info()[2])
+    return None

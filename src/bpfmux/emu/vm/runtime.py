@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import BpfmuxError, EmulatorFault
@@ -172,7 +172,42 @@ class FuncCall:
         return self.retval is not None
 
 
-@dataclass
+class Context(Protocol):
+    """What a run's context provides (:class:`RunContext`, or any object with
+    the same attributes: the trampolines' per-call ``CallInfo`` is one)."""
+
+    @property
+    def tracing(self) -> TracingInfo | None: ...
+
+    @property
+    def cookie(self) -> int | None: ...
+
+    @property
+    def task(self) -> Task | None: ...
+
+    @property
+    def cpu(self) -> int | None: ...
+
+    @property
+    def kernel_stack(self) -> Sequence[int]: ...
+
+    @property
+    def user_stack(self) -> Sequence[int]: ...
+
+    @property
+    def session_is_return(self) -> bool: ...
+
+    @property
+    def session_cookie(self) -> int: ...
+
+    @property
+    def packet(self) -> bytes | bytearray | None: ...
+
+    @property
+    def extra(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(slots=True)
 class RunContext:
     """Per-call context for one program run (all optional).
 
@@ -192,7 +227,8 @@ class RunContext:
         ``bpf_session_cookie`` kfunc returns it).
     :ivar packet: packet data for the legacy ``ld_abs``/``ld_ind``
         instructions (socket filters).
-    :ivar extra: free-form values for helpers registered by other layers.
+    :ivar extra: free-form values for helpers registered by other layers
+        (``None`` when there are none).
     """
 
     tracing: TracingInfo | None = None
@@ -204,10 +240,10 @@ class RunContext:
     session_is_return: bool = False
     session_cookie: int = 0
     packet: bytes | bytearray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] | None = None
 
 
-_DEFAULT_CONTEXT = RunContext()
+_DEFAULT_CONTEXT: Context = RunContext()
 
 
 class RunState:
@@ -250,7 +286,7 @@ class RunState:
         "vm",
     )
 
-    def __init__(self, vm: VM, prog: EmuProgram, tier: str, context: RunContext | None) -> None:
+    def __init__(self, vm: VM, prog: EmuProgram, tier: str, context: Context | None) -> None:
         self.vm = vm
         self.space = vm.space
         self.prog = prog
@@ -398,6 +434,45 @@ class RunState:
             self._frames.append(region)
             frames.append((region.base, region.buf))  # type: ignore[arg-type]  # frame regions map bytearrays (Region.buf allows views)
         return frames[depth]
+
+    def restart(self, prog: EmuProgram, tier: str, context: Context | None) -> None:
+        """Make this finished state the start of a new run (as a new :class:`RunState` would be), keeping its
+        stack frames: the lean entry (:meth:`~bpfmux.emu.vm.machine.EmuProgram.run_at`) reuses states.
+
+        :raises BpfmuxError: the context names a CPU the VM does not have.
+        """
+        vm = self.vm
+        self.prog = self.current = prog
+        self.tier = tier
+        self.context = context = context or _DEFAULT_CONTEXT
+        self.task = context.task or vm.task
+        cpu = context.cpu
+        if cpu is None:
+            self.cpu = vm.cpu
+        elif 0 <= cpu < vm.ncpus:
+            self.cpu = cpu
+        else:
+            raise BpfmuxError(f"cpu {cpu} does not exist; the VM has {vm.ncpus} CPUs (VM(ncpus=...))")
+        self.depth = self.tail_calls = self.insns = 0
+        self.left = vm.run_budget
+        self.loops_left = vm.may_goto_budget
+        self.pc = None
+        if self.locks:
+            self.locks.clear()
+
+    def settle(self) -> None:
+        """End a run of a reused state: abandon what the program left reserved, forget locks a fault left
+        held, run deferred work; the stack frames stay with the state."""
+        if self.locks:
+            self.locks.clear()
+        if self.reservations:
+            for res in list(self.reservations.values()):
+                res.abandon()
+            self.reservations.clear()
+        if self.deferred:
+            deferred, self.deferred = self.deferred, []
+            for fn in deferred:
+                fn()
 
     def finish(self) -> None:
         """Release the frames and run deferred work (end of the outermost run)."""

@@ -1042,14 +1042,26 @@ class _Func:
         else:
             out.add(ind, f"return {STATE}, None", pc)
 
+    def _uses_stack(self) -> bool:
+        """Whether some instruction of this function reads r10 (only through r10 can it reach its stack)."""
+        for b in self.cfg.blocks.values():
+            for pc in b.pcs:
+                insn = self.slots[pc]
+                if insn is not None and 10 in regs_read(insn, abi=False):
+                    return True
+        return False
+
     def emit(self, force_dispatch: bool = False) -> list[Rendered]:
         """The Python functions of this BPF function (the main one first)."""
         e = self.entry
         name = f"F{e}"
+        if self._uses_stack():
+            frame = [("    r10, _S = _rs.frame(_d)", e), ("    r10 += 512", e)]
+        else:  # no stack to set up; a nested call still takes its frame (the depth limit is the frames')
+            frame = [("    _S = None", e), ("    r10 = 0", e), ("    if _d:", e), ("        _rs.frame(_d)", e)]
         head = [
             (f"def {name}(_rs, r1, r2, r3, r4, r5, _d):", e),
-            ("    r10, _S = _rs.frame(_d)", e),
-            ("    r10 += 512", e),
+            *frame,
             ("    r0 = r6 = r7 = r8 = r9 = 0", e),
             ("    _b = _rs.left", e),
             ("    if _b < 0:", e),

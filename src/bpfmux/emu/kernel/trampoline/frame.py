@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from ...vm.memory import AddressSpace, Region
 
 #: Slots of a trampoline frame.
 SLOTS = 8
@@ -100,6 +105,56 @@ def new_frame(ip: int, args: tuple[int, ...]) -> bytearray:
     return bytearray(struct.pack(f"<{n + 2}Q", ip & U64, *(a & U64 for a in args), 0))
 
 
+#: the zero slots after ``n`` arguments in a seed frame (index ``n``)
+FRAME_PADS = tuple((0,) * (SLOTS - 1 - n) for n in range(MAX_ARGS + 1))
+
+
+class FramePool:
+    """Frames mapped in a VM's address space for trampolines, reused.
+
+    A trampoline takes a frame for each call and gives it back when the call
+    returns, so a frame is mapped once, not once per program run; nested
+    calls take further frames (the pool holds as many as the deepest
+    nesting). A frame comes as its :class:`CallInfo` (``frame`` and ``base``
+    set; the trampoline sets ``ip`` and ``nargs``). Frames are read-only to
+    programs (a tracing program's ``ctx``).
+    """
+
+    def __init__(self, space: AddressSpace) -> None:
+        self.space = space
+        self._free: dict[int, list[CallInfo]] = {}
+        self._regions: list[Region] = []
+
+    def free(self, size: int) -> list[CallInfo]:
+        """The free frames of ``size`` bytes: a trampoline pops one (:meth:`new` when there is none) and
+        appends it back."""
+        return self._free.setdefault(size, [])
+
+    def taker(self, size: int) -> tuple[Callable[[], CallInfo], Callable[[CallInfo], None]]:
+        """``(take, give)`` for frames of ``size`` bytes."""
+        free = self.free(size)
+
+        def take() -> CallInfo:
+            return free.pop() if free else self.new(size)
+
+        return take, free.append
+
+    def new(self, size: int) -> CallInfo:
+        """A new frame of ``size`` bytes (mapped; the pool unmaps it at :meth:`close`)."""
+        frame = bytearray(size)
+        region = self.space.map(frame, "trampoline frame", "ctx", False)
+        self._regions.append(region)
+        return CallInfo(0, 0, frame, base=region.base)
+
+    def close(self) -> None:
+        """Unmap every frame the pool made."""
+        for region in self._regions:
+            self.space.unmap(region)
+        self._regions.clear()
+        for free in self._free.values():
+            free.clear()
+
+
 def set_ret(frame: bytearray, nargs: int, ret: int) -> None:
     """Store ``ret`` in the ret slots (``n+1``, and 7 in the seed layout)."""
     ret &= U64
@@ -127,7 +182,22 @@ class CallInfo:
     :ivar cookie: the running attachment's cookie (``bpf_get_attach_cookie``).
     :ivar slot: first slot of the running program's ``ctx``.
     :ivar abi: the running program's ABI.
+    :ivar base: address of the frame's mapping in the VM (0: not mapped;
+        each program run maps it).
+
+    It is also the run context of the call's programs (the attributes of
+    ``RunContext``: ``tracing`` is the call itself, the cookie the running
+    attachment's, the rest the defaults), so a call needs no further object.
     """
+
+    task: ClassVar[None] = None
+    cpu: ClassVar[None] = None
+    kernel_stack: ClassVar[tuple[int, ...]] = ()
+    user_stack: ClassVar[tuple[int, ...]] = ()
+    session_is_return: ClassVar[bool] = False
+    session_cookie: ClassVar[int] = 0
+    packet: ClassVar[None] = None
+    extra: ClassVar[None] = None
 
     ip: int
     nargs: int
@@ -136,6 +206,12 @@ class CallInfo:
     cookie: int = 0
     slot: int = 1
     abi: Abi = Abi.SEED
+    base: int = 0
+
+    @property
+    def tracing(self) -> CallInfo:
+        """The traced call: this object (as ``RunContext.tracing``)."""
+        return self
 
     def arg(self, i: int) -> int:
         """Argument ``i`` (0-based) as u64."""

@@ -66,6 +66,11 @@ class Param:
 VOID = Param("", 0)
 
 
+def _whole(p: Param) -> bool:
+    """A parameter (or return type) whose value is the whole register, unsigned."""
+    return (p.size >= 8 or p.size == 0) and not p.signed
+
+
 def _default_body(*args: int) -> int:
     return 0
 
@@ -89,6 +94,14 @@ class KernelFunction:
     params: tuple[Param, ...]
     ret: Param = VOID
     body: Callable[..., int] = _default_body
+    #: every parameter is a whole unsigned register: the body gets the register values as they are
+    raw: bool = field(init=False, default=False)
+    #: the return type is a whole unsigned register (or void): the return register is the value as it is
+    raw_ret: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.raw = all(_whole(p) for p in self.params)
+        self.raw_ret = _whole(self.ret) and self.ret.size != 0
 
     @property
     def nargs(self) -> int:
@@ -108,6 +121,8 @@ class KernelFunction:
 
     def call_body(self, args: Sequence[int]) -> int:
         """Run the body on register values; returns the return register (u64)."""
+        if self.raw and len(args) == len(self.params):
+            return (self.body(*args) or 0) & U64
         typed = [p.from_u64(a) for p, a in zip(self.params, args, strict=True)]
         return (self.body(*typed) or 0) & U64
 

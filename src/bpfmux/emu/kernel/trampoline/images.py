@@ -9,13 +9,17 @@ per shape; an image is that code bound to its programs.
 
 from __future__ import annotations
 
+import struct
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .frame import U64, Abi, CallInfo, ProgKind, ctx_slot, new_frame, set_ret
+from .frame import FRAME_PADS, SLOTS, U64, Abi, CallInfo, FramePool, ProgKind, ctx_slot, frame_slots, new_frame, set_ret
 from .functions import KernelFunction
+
+if TYPE_CHECKING:
+    from ...vm.machine import EmuProgram
 
 
 class TracingProgram(Protocol):
@@ -93,43 +97,95 @@ def _compile(source: str) -> tuple[types.CodeType, int]:
     return hit
 
 
-def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None, steps: int) -> str:
-    """Source of one trampoline path: frame, programs, function, programs."""
-    lines = ["def image(ip, args, body):", f"    ST.dispatch_steps += {steps}"]
+#: the traced function's body on the call's registers (its raw form without the per-argument conversions)
+_BODY = "(func.body(*args) or 0) & U64 if func.raw else func.call_body(args)"
+
+
+def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None, steps: int, mode: str) -> str:
+    """Source of one trampoline path: frame, programs, function, programs.
+
+    ``mode``: ``"fresh"``: a new frame each call, each program run maps it;
+    ``"pooled"``: the frame comes from the VM's frame pool (mapped once) and
+    goes back when the call returns; ``"direct"``: pooled, and the programs'
+    fast-tier code is called in line on one run state for the whole call
+    (the image checks first that the code it holds is current and every
+    program still runs on the fast tier, else takes the ``pooled`` path).
+    """
+    lines = ["def image(ip, args, func):"]
+    if mode == "direct":
+        lines += ["    if VER[0] != (HV.version, VM._kfunc_version, VM._maps_version):", "        REFRESH()"]
+        tiers = " or ".join(f"(V{i}.tier or VM.tier) != 'fast'" for i in range(len(runs)))
+        lines += [f"    if {tiers}:", "        return SLOW(ip, args, func)"]
+    lines.append(f"    ST.dispatch_steps += {steps}")
     if nargs is None:
         lines.append("    n = len(args)")
     else:
         lines.append(f"    n = {nargs}")
-    lines += ["    frame = NEW_FRAME(ip, args)", "    info = CALLINFO(ip, n, frame)"]
+    ind = "    "
+    if mode == "fresh":
+        lines += ["    frame = NEW_FRAME(ip, args)", "    info = CALLINFO(ip, n, frame)"]
+    else:
+        if mode == "direct":
+            lines += ["    info = FREE.pop() if FREE else NEWFRAME()", "    rs = RSPOOL.pop() if RSPOOL else NEWRS()",
+                      "    VM._running += 1"]
+        else:
+            lines.append("    info = TAKE()")
+        lines.append("    try:")
+        ind = "        "
+        lines.append(f"{ind}frame = info.frame")
+        if nargs is None:
+            lines.append(f"{ind}PACK(frame, 0, ip, *args, *PADS[n])")
+        else:
+            pad = ", 0" * (frame_slots(nargs) - 1 - nargs)
+            lines.append(f"{ind}PACK(frame, 0, ip, *args{pad})")
+        lines += [f"{ind}info.ip = ip", f"{ind}info.nargs = n"]
+        if mode == "direct":  # what RunState.restart sets, once for the call (the context is the call)
+            lines += [f"{ind}base = info.base", f"{ind}rs.context = info", f"{ind}rs.task = VM.task",
+                      f"{ind}rs.cpu = VM.cpu", f"{ind}rs.loops_left = VM.may_goto_budget",
+                      f"{ind}rs.depth = rs.tail_calls = 0"]
 
     def call(i: int, a: Attachment, assign: str = "") -> list[str]:
-        out = [f"    info.kind = K{i}", f"    info.slot = {ctx_slot(a.kind, a.abi)}", f"    info.abi = A{i}"]
+        slot = ctx_slot(a.kind, a.abi)
+        out = [f"info.kind = K{i}", f"info.slot = {slot}", f"info.abi = A{i}"]
         if a.kind.is_multi and not static_ip:
-            out.append(f"    info.cookie = C{i}.get(ip, 0)")
+            out.append(f"info.cookie = C{i}.get(ip, 0)")
         else:
-            out.append(f"    info.cookie = C{i}")
-        out.append(f"    {assign}P{i}(frame, info)")
+            out.append(f"info.cookie = C{i}")
+        if mode != "direct":
+            out.append(f"{assign}P{i}(frame, info)")
+            return out
+        out += [f"O{i}.runs += 1", f"rs.prog = rs.current = V{i}", "rs.left = VM.run_budget", "try:",
+                f"    {assign}F{i}(rs, base + {8 * slot}, 0, 0, 0, 0, 0)", "except Exception as e:",
+                "    FAULT(rs, e)", "    raise"]
         return out
 
+    body: list[str] = []
     before = [(i, a) for i, a in enumerate(runs) if a.kind in (ProgKind.MULTI_ENTRY, ProgKind.FENTRY)]
     modret = [(i, a) for i, a in enumerate(runs) if a.kind is ProgKind.FMOD_RET]
     after = [(i, a) for i, a in enumerate(runs) if a.kind in (ProgKind.FEXIT, ProgKind.MULTI_EXIT)]
     for i, a in before:
-        lines += call(i, a)
+        body += call(i, a)
     if modret:
-        lines.append("    while True:")
+        body.append("while True:")
         for i, a in modret:
-            lines += ["    " + x for x in call(i, a, "r = ")]
-            lines += ["        if r:", "            ret = r & U64", "            break"]
-        lines += ["        ret = body(args)", "        break"]
-        lines.append("    SET_RET(frame, n, ret)")
+            body += ["    " + x for x in call(i, a, "r = ")]
+            body += ["    if r & U64:", "        ret = r & U64", "        break"]
+        body += ["    ret = " + _BODY, "    break"]
+        body.append("SET_RET(frame, n, ret)")
     else:
-        lines.append("    ret = body(args)")
+        body.append("ret = " + _BODY)
         if after:
-            lines.append("    SET_RET(frame, n, ret)")
+            body.append("SET_RET(frame, n, ret)")
     for i, a in after:
-        lines += call(i, a)
-    lines.append("    return ret")
+        body += call(i, a)
+    body.append("return ret")
+    lines += [ind + x for x in body]
+    if mode == "pooled":
+        lines += ["    finally:", "        GIVE(info)"]
+    elif mode == "direct":
+        lines += ["    finally:", "        VM._running -= 1", "        if rs.reservations or rs.locks or rs.deferred:",
+                  "            rs.settle()", "        RSPOOL.append(rs)", "        FREE.append(info)",
+                  "        if not VM._running and VM._pending:", "            VM._flush()"]
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +199,8 @@ class Image:
     :ivar multi: the multi attachments it serves (the set ``S``).
     :ivar runs: programs in run order (for a filter image: its multi path).
     :ivar branches: filter images only: address → run order of that function.
-    :ivar fn: the generated code, ``fn(ip, args, body) -> ret``.
+    :ivar fn: the generated code, ``fn(ip, args, func) -> ret`` (``func``: the
+        :class:`KernelFunction` called, whose body runs in the middle).
     :ivar size: bytes of generated code.
     :ivar refs: functions whose site points at this image.
     """
@@ -152,7 +209,7 @@ class Image:
     func: KernelFunction | None
     multi: tuple[Attachment, ...]
     runs: tuple[Attachment, ...]
-    fn: Callable[[int, Sequence[int], Callable[[Sequence[int]], int]], int]
+    fn: Callable[[int, Sequence[int], KernelFunction], int]
     size: int
     branches: dict[int, tuple[Attachment, ...]] = field(default_factory=dict)
     refs: set[KernelFunction] = field(default_factory=set)
@@ -168,15 +225,56 @@ class Image:
         return f"<{self.kind} image: {len(self.runs)} progs, {who}>"
 
 
-def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | None, steps: int = 1) -> tuple[Callable, int]:
+_shapes: dict[tuple[object, ...], tuple[types.CodeType, int]] = {}
+_direct_types: dict[type, bool] = {}
+
+
+def _shape_code(runs: Sequence[Attachment], static: bool, nargs: int | None, steps: int,
+                mode: str) -> tuple[types.CodeType, int]:
+    """The compiled code of a path's shape (what :func:`_path_source` depends on), made once per shape."""
+    key = (tuple((int(a.kind), a.abi is Abi.SEED) for a in runs), static, nargs, steps, mode)
+    hit = _shapes.get(key)
+    if hit is None:
+        if len(_shapes) >= 4096:
+            _shapes.clear()
+        hit = _shapes[key] = _compile(_path_source(runs, static, nargs, steps, mode))
+    return hit
+
+
+def _is_direct(prog: object) -> bool:
+    """Whether ``prog`` is a :class:`DirectProgram` (asked once per class: its instances are alike)."""
+    cls = type(prog)
+    hit = _direct_types.get(cls)
+    if hit is None:
+        hit = _direct_types[cls] = isinstance(prog, DirectProgram)
+    return hit
+
+
+@runtime_checkable
+class DirectProgram(Protocol):
+    """A program a trampoline can run in line: an emulated kernel's program
+    (its VM program's fast-tier code is called directly)."""
+
+    runs: int
+
+    @property
+    def vmprog(self) -> EmuProgram: ...
+
+
+def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | None, steps: int = 1,
+               frames: FramePool | None = None) -> tuple[Callable, int]:
     """Generate and bind the code for one path; returns ``(fn, bytes)``.
 
     ``func`` given: the ip and argument count are constants of the code and
-    multi cookies are resolved now; else they come from the call.
+    multi cookies are resolved now; else they come from the call. ``frames``
+    given: frames come from that pool, and programs of an emulated kernel
+    run in line (see :func:`_path_source`). ``bytes`` is the size of the
+    path's code as a trampoline (the in-line form is the emulator's own).
     """
     static = func is not None
-    src = _path_source(runs, static, func.nargs if func else None, steps)
-    code, size = _compile(src)
+    nargs = func.nargs if func else None
+    mode = "fresh" if frames is None else "pooled"
+    code, size = _shape_code(runs, static, nargs, steps, mode)
     g: dict[str, object] = {
         "ST": costs,
         "NEW_FRAME": new_frame,
@@ -184,6 +282,11 @@ def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | 
         "SET_RET": set_ret,
         "U64": U64,
     }
+    if frames is not None:
+        slots = SLOTS if nargs is None else frame_slots(nargs)
+        g["TAKE"], g["GIVE"] = frames.taker(slots * 8)
+        g["PACK"] = struct.Struct(f"<{slots}Q").pack_into
+        g["PADS"] = FRAME_PADS
     for i, a in enumerate(runs):
         g[f"P{i}"] = a.prog.run_tracing
         g[f"K{i}"] = a.kind
@@ -192,18 +295,50 @@ def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | 
             g[f"C{i}"] = a.cookies.get(func.addr, 0) if func is not None else a.cookies
         else:
             g[f"C{i}"] = a.cookie
-    return types.FunctionType(code, g, "image"), size
+    fn = types.FunctionType(code, g, "image")
+    progs = [a.prog for a in runs]
+    if frames is None or not progs or not all(_is_direct(p) for p in progs):
+        return fn, size
+    return _direct(runs, static, nargs, steps, g, fn, frames, progs), size  # type: ignore[arg-type]  # checked above
 
 
-_FILTER_SRC = """def image(ip, args, body):
+def _direct(runs: Sequence[Attachment], static: bool, nargs: int | None, steps: int, g: dict[str, object],
+            pooled: Callable, frames: FramePool, progs: list[DirectProgram]) -> Callable:
+    """The ``direct`` form of a path whose ``pooled`` form is ``pooled`` (bound in ``g``)."""
+    from ...vm.machine import fast_fault
+    from ...vm.runtime import RunState
+
+    code, _ = _shape_code(runs, static, nargs, steps, "direct")
+    vms = [p.vmprog for p in progs]
+    vm = vms[0].vm
+    d = dict(g)
+    size = (SLOTS if nargs is None else frame_slots(nargs)) * 8
+    d.update(FREE=frames.free(size), NEWFRAME=lambda: frames.new(size))
+    d.update(VM=vm, HV=vm.helpers, RSPOOL=vm._run_states, SLOW=pooled, FAULT=fast_fault,
+             NEWRS=lambda: RunState(vm, vms[0], "fast", None), VER=[None])
+    for i, (p, v) in enumerate(zip(progs, vms, strict=True)):
+        d[f"O{i}"] = p
+        d[f"V{i}"] = v
+
+    def refresh() -> None:
+        version = (vm.helpers.version, vm._kfunc_version, vm._maps_version)
+        for i, v in enumerate(vms):
+            d[f"F{i}"] = v.fast_function(0)
+        d["VER"] = [version]
+
+    d["REFRESH"] = refresh
+    return types.FunctionType(code, d, "image")
+
+
+_FILTER_SRC = """def image(ip, args, func):
     i = 1
     for a in ADDRS:
         if ip == a:
             ST.dispatch_steps += i
-            return HANDLERS[i - 1](ip, args, body)
+            return HANDLERS[i - 1](ip, args, func)
         i += 1
     ST.dispatch_steps += i
-    return MULTI(ip, args, body)
+    return MULTI(ip, args, func)
 """
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ....errors import BpfError, ParseError
 from ....uapi import BPF_MAX_TRAMP_LINKS
-from .frame import ProgKind
+from .frame import FramePool, ProgKind
 from .functions import KernelFunction
 from .images import Attachment, Costs, Image, TracingProgram, build_filter, build_path, run_order
 
@@ -87,6 +87,9 @@ class TrampolinePolicy(abc.ABC):
         #: patch sites: function → image it calls (absent: no-op)
         self.sites: dict[KernelFunction, Image] = {}
         self._seq = 0
+        #: where images take their frames (the emulated kernel sets its VM's pool; ``None``: a fresh frame per
+        #: call, mapped by each program run)
+        self.frames: FramePool | None = None
 
     # -- operations -----------------------------------------------------
 
@@ -190,7 +193,7 @@ class TrampolinePolicy(abc.ABC):
         img = self.sites.get(func)
         if img is None:
             return func.call_body(args)
-        return img.fn(func.addr, args, func.call_body)
+        return img.fn(func.addr, args, func)
 
     # -- images -----------------------------------------------------------
 
@@ -234,7 +237,7 @@ class TrampolinePolicy(abc.ABC):
         """Drop policy caches that refer to freed images."""
 
     def _new_image(self, kind: str, func: KernelFunction | None, multi: tuple[Attachment, ...], runs: tuple[Attachment, ...], steps: int = 1) -> Image:
-        fn, size = build_path(runs, self.costs, func, steps)
+        fn, size = build_path(runs, self.costs, func, steps, self.frames)
         self.costs.images_built += 1
         self.costs.image_bytes += size
         return Image(kind, func, multi, runs, fn, size)
@@ -354,7 +357,7 @@ class FilterPolicy(TrampolinePolicy):
                     dirty[img] = None
                 if st.own:
                     order = st.order()
-                    fn, size = build_path(order, self.costs, f, steps=0)
+                    fn, size = build_path(order, self.costs, f, steps=0, frames=self.frames)
                     handlers[img][f.addr] = (fn, size)
                     img.branches[f.addr] = order
                     dirty[img] = None
@@ -371,7 +374,7 @@ class FilterPolicy(TrampolinePolicy):
 
     def _rebuild_filter(self, img: Image) -> None:
         img.runs = tuple(run_order((), img.multi))
-        multi_fn, size = build_path(img.runs, self.costs, None, steps=0)
+        multi_fn, size = build_path(img.runs, self.costs, None, steps=0, frames=self.frames)
         branch = self._handlers[img]
         img.fn, chain = build_filter(multi_fn, tuple(branch), tuple(h for h, _ in branch.values()), self.costs)
         if img.size:
