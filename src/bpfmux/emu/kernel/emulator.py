@@ -401,7 +401,10 @@ class Emulator(api.Kernel):
             sessions = probes.entry(f, regs) if probed else []
         else:
             probed = False
-        ret = self.policy.call(f, regs)
+        policy = self.policy  # policy.call in line: this is every emulated call's path
+        policy.costs.calls += 1
+        img = policy.sites.get(f)
+        ret = f.call_body(regs) if img is None else img.fn(f.addr, regs, f)
         if probed:
             probes.exit(f, regs, ret, sessions)
         if f.raw_ret:

@@ -141,12 +141,14 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
         lines += [f"{ind}info.ip = ip", f"{ind}info.nargs = n"]
         if mode == "direct":  # what RunState.restart sets, once for the call (the context is the call)
             lines += [f"{ind}base = info.base", f"{ind}rs.context = info", f"{ind}rs.task = VM.task",
-                      f"{ind}rs.cpu = VM.cpu", f"{ind}rs.loops_left = VM.may_goto_budget",
-                      f"{ind}rs.depth = rs.tail_calls = 0"]
+                      f"{ind}rs.cpu = VM.cpu", f"{ind}rs.depth = 0", f"{ind}budget = VM.run_budget",
+                      f"{ind}loops = VM.may_goto_budget"]
 
     def call(i: int, a: Attachment, assign: str = "") -> list[str]:
         slot = ctx_slot(a.kind, a.abi)
-        out = [f"info.kind = K{i}", f"info.slot = {slot}", f"info.abi = A{i}"]
+        out = [f"info.kind = K{i}"]
+        if mode != "direct":  # in line, the ctx offset is the code's; helpers read kind and cookie only
+            out += [f"info.slot = {slot}", f"info.abi = A{i}"]
         if a.kind.is_multi and not static_ip:
             out.append(f"info.cookie = C{i}.get(ip, 0)")
         else:
@@ -154,7 +156,8 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
         if mode != "direct":
             out.append(f"{assign}P{i}(frame, info)")
             return out
-        out += [f"O{i}.runs += 1", f"rs.prog = rs.current = V{i}", "rs.left = VM.run_budget", "try:",
+        out += [f"O{i}.runs += 1", f"rs.prog = rs.current = V{i}", "rs.left = budget",  # per run, as restart sets
+                "rs.loops_left = loops", "rs.tail_calls = 0", "try:",
                 f"    {assign}F{i}(rs, base + {8 * slot}, 0, 0, 0, 0, 0)", "except Exception as e:",
                 "    FAULT(rs, e)", "    raise"]
         return out
