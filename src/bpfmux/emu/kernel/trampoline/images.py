@@ -113,9 +113,9 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
     """
     lines = ["def image(ip, args, func):"]
     if mode == "direct":
-        lines += ["    if VER[0] != (HV.version, VM._kfunc_version, VM._maps_version):", "        REFRESH()"]
         tiers = " or ".join(f"(V{i}.tier or VM.tier) != 'fast'" for i in range(len(runs)))
         lines += [f"    if {tiers}:", "        return SLOW(ip, args, func)"]
+        lines += ["    if VER[0] != (HV.version, VM._kfunc_version, VM._maps_version):", "        REFRESH()"]
     lines.append(f"    ST.dispatch_steps += {steps}")
     if nargs is None:
         lines.append("    n = len(args)")
