@@ -296,18 +296,13 @@ class EmuProgram:
             try:
                 rs.restart(prog, "fast", context)
                 return fn(rs, addr, 0, 0, 0, 0, 0) & M64
-            except EmulatorFault as e:
-                _locate_fault(e)
-                raise
             except Exception as e:
-                fault = _fast_fault(rs, e)
-                if fault is None:
-                    raise
-                raise fault from None
+                fast_fault(rs, e)
+                raise
             finally:
                 vm._running -= 1
                 try:
-                    if rs.reservations or rs.deferred:
+                    if rs.reservations or rs.locks or rs.deferred:
                         rs.settle()
                 finally:
                     pool.append(rs)
@@ -321,14 +316,9 @@ class EmuProgram:
             fn = self.fast_function(0)
         try:
             return fn(rs, args[0], args[1], args[2], args[3], args[4], 0)
-        except EmulatorFault as e:
-            _locate_fault(e)
-            raise
         except Exception as e:
-            fault = _fast_fault(rs, e)
-            if fault is None:
-                raise
-            raise fault from None
+            fast_fault(rs, e)
+            raise
 
     def fast_function(self, pc: int) -> Callable[..., int]:
         """The fast tier's compiled function for the function starting at
