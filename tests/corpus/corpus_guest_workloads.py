@@ -1,0 +1,563 @@
+"""Workloads of the kprobe/fentry corpus tools whose maps (and events) are
+compared between the VM tier's guest kernel and the emulated kernel.
+
+One :class:`GuestWorkload` per tool (:data:`GUEST_WORKLOADS`): what a forked
+child does on the guest's kernel (:attr:`~GuestWorkload.act`), the same work
+as the emulated kernel's probes see it (:attr:`~GuestWorkload.drive`: calls of
+the probed kernel functions with the arguments the kernel passes, in kernel
+structs holding what the real calls' structs hold), what is compared
+(:attr:`~GuestWorkload.pick`) and what the workload determines it to be
+(:attr:`~GuestWorkload.want`). :func:`run_real` and :func:`run_emulated`
+run one side each; ``test_corpus_guest.py`` compares the two in the guest,
+``test_corpus_emulated_maps.py`` checks the emulated side alone on any machine.
+
+Every run happens on a tmpfs the test mounts (:func:`tmpfs`), so that the
+kernel functions a system call reaches are the VFS's own, not an overlay's
+second call of them on its upper file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+import socket
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corpus_harness import object_path, started
+from corpus_probes import LiveProbe
+from corpus_tools import TOOLS
+
+from bpfmux.obj import load_object
+
+#: the emulated workload's process (pid = tgid)
+EMU_PID = 4242
+#: bytes the TCP workload's client sends, and the server's reply
+SENT, REPLY = 100, 60
+#: ``TCP_SYN_SENT``: a connecting socket's state until the SYN-ACK is processed
+TCP_SYN_SENT = 2
+#: the workload's comm, on both sides
+COMM = "bpfmux-guestwl"
+#: reads and writes (of one and two bytes) the file workloads make
+READS, WRITES = 5, 3
+#: the address and port the socket workloads bind (the guest runs nothing else that could hold them)
+ADDR, PORT = "127.0.0.1", 47123
+#: :data:`ADDR` as the kernel stores it (network order), read as a little-endian u32
+ADDR_U32 = int.from_bytes(socket.inet_aton(ADDR), "little")
+#: ``listen(2)``'s backlog in the socket workloads
+BACKLOG = 5
+#: ``CAP_SYS_NICE``: what lowering one's nice value needs
+CAP_SYS_NICE = 23
+#: a regular file's mode (``S_IFREG | 0644``)
+REG_MODE = stat.S_IFREG | 0o644
+
+
+@dataclass
+class Side:
+    """One side's result: the tool's maps (name → map), its decoded events (map name → records), the
+    workload's pid."""
+
+    maps: dict[str, Any]
+    events: dict[str, list[Any]]
+    pid: int
+
+
+@dataclass(frozen=True)
+class GuestWorkload:
+    """One tool's workload on both kernels and what is compared.
+
+    :ivar act: the child's work on the real kernel (``act(dir)``; ``dir`` is the tmpfs, holding a 64-byte
+        file ``f``), after the tool is attached; the child's comm is :data:`COMM`.
+    :ivar drive: the same work in the emulated kernel (``drive(emu)``); the current task is the workload's
+        (pid :data:`EMU_PID`, comm :data:`COMM`).
+    :ivar pick: the values compared, from one side (pids as "the workload's": each run's own).
+    :ivar want: what the workload determines :attr:`pick` to be (the real side must show exactly this).
+    :ivar compared: what :attr:`pick` keeps, in words.
+    :ivar pid_var: the tool's process filter, set to the workload's pid; ``None``: the tool has none and
+        counts the whole machine (the guest runs nothing but the test).
+    :ivar reset: global variables zeroed after attach (counters of a tool without a process filter: the
+        attaching itself is not the workload).
+    :ivar prepare: what the test process sets up on the real kernel before the tool is attached.
+    """
+
+    act: Callable[[Path], None]
+    drive: Callable[[Any], None]
+    pick: Callable[[Side], Any]
+    want: Any
+    compared: str
+    pid_var: str | None = None
+    reset: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    prepare: Callable[[], None] | None = None
+
+
+# --- kernel structs for the emulated calls ---------------------------------------------------------------
+
+def kstruct(emu: Any, name: str, values: dict[str, int]) -> int:
+    """A ``struct name`` of the emulated kernel's BTF in its memory, zeroed but for ``values`` (dotted field
+    paths → integers, pointers included); its address."""
+    from bpfmux.btf.layout import member, sizeof
+
+    t = emu.btf.find(name, "struct")
+    buf = bytearray(sizeof(emu.btf, t))
+    for path, value in values.items():
+        f = member(emu.btf, t, path)
+        assert not f.is_bitfield, path
+        buf[f.offset:f.offset + f.size] = (value & ((1 << (8 * f.size)) - 1)).to_bytes(f.size, "little")
+    return emu.alloc(bytes(buf), f"struct {name}")
+
+
+def regular_file(emu: Any, name: str) -> int:
+    """A ``struct file`` of a regular file ``name`` (on a device 42, inode 7); its address."""
+    sb = kstruct(emu, "super_block", {"s_dev": 42})
+    inode = kstruct(emu, "inode", {"i_mode": REG_MODE, "i_ino": 7, "i_sb": sb})
+    dentry = kstruct(emu, "dentry", {"d_name.name": emu.alloc(name.encode() + b"\0")})
+    return kstruct(emu, "file", {"f_inode": inode, "f_path.dentry": dentry})
+
+
+def bound_socket(emu: Any) -> int:
+    """A ``struct socket`` of a TCP/IPv4 socket bound to ``ADDR:PORT``, as ``inet_create`` and ``inet_bind``
+    leave it (family, type, protocol, bound and source address, source port in network order, ``uc_ttl``
+    -1); its address."""
+    sk = kstruct(emu, "inet_sock", {"sk.__sk_common.skc_family": socket.AF_INET, "sk.sk_type": socket.SOCK_STREAM,
+                                    "sk.sk_protocol": socket.IPPROTO_TCP, "sk.__sk_common.skc_rcv_saddr": ADDR_U32,
+                                    "inet_saddr": ADDR_U32, "inet_sport": socket.htons(PORT), "uc_ttl": -1})
+    return kstruct(emu, "socket", {"type": socket.SOCK_STREAM, "sk": sk})
+
+
+def tcp_sock(emu: Any, lport: int, dport: int, **more: int) -> int:
+    """A ``struct sock`` of a TCP/IPv4 connection from ``ADDR:lport`` to ``ADDR:dport`` (addresses and the
+    remote port in network order, the local port in host order, as ``struct sock_common`` holds them), with
+    ``more`` fields; its address."""
+    return kstruct(emu, "sock", {"__sk_common.skc_family": socket.AF_INET, "__sk_common.skc_rcv_saddr": ADDR_U32,
+                                 "__sk_common.skc_daddr": ADDR_U32, "__sk_common.skc_num": lport,
+                                 "__sk_common.skc_dport": socket.htons(dport), **more})
+
+
+def _args(emu: Any, name: str, *first: int) -> list[int]:
+    """``first`` and zeros for the rest of function ``name``'s arguments."""
+    return [*first, *([0] * (emu.function(name).nargs - len(first)))]
+
+
+# --- the workloads ----------------------------------------------------------------------------------------
+
+def _read_write(d: Path) -> None:
+    fd = os.open(d / "f", os.O_RDWR)
+    for _ in range(READS):
+        os.read(fd, 1)
+    for _ in range(WRITES):
+        os.write(fd, b"ab")
+
+
+def _drive_read_write(emu: Any) -> None:
+    """``_read_write``'s calls: ``vfs_read(file, buf, 1, pos)`` READS times, ``vfs_write(file, buf, 2, pos)``
+    WRITES times, on a regular file ``f``."""
+    file = regular_file(emu, "f")
+    for _ in range(READS):
+        emu.call("vfs_read", file, 0, 1, 0)
+    for _ in range(WRITES):
+        emu.call("vfs_write", file, 0, 2, 0)
+
+
+def _pick_funclatency(s: Side) -> Any:
+    """The histogram's total (its slots are latencies, each run's own) and the entries left in ``starts``."""
+    from bpfmux.show.maps import read_map
+
+    hist = dict(read_map(".bss", s.maps[".bss"]).entries)["hist"]
+    return {"total": sum(hist), "starts": len(read_map("starts", s.maps["starts"]).entries)}
+
+
+def _pick_filetop(s: Side) -> Any:
+    """The workload's entries: every value field but pid and tid (the workload's, its only thread)."""
+    from bpfmux.show.maps import read_map
+    from bpfmux.show.values import plain
+
+    out = []
+    for _, v in read_map("entries", s.maps["entries"]).entries:
+        v = plain(v)
+        if v["pid"] == s.pid:
+            out.append({**{k: x for k, x in v.items() if k not in ("pid", "tid")}, "tid": v["tid"] == s.pid})
+    return out
+
+
+def _vfs_all(d: Path) -> None:
+    """Calls of the functions vfsstat counts: open (of ``f``), READS reads, WRITES writes, mknod of a regular
+    file (``vfs_create``), its unlink, mkdir and rmdir. Not fsync(2): the guest's kernel does not count it
+    (measured 0: its ``do_fsync`` has the one-line ``vfs_fsync`` inlined), so its counter stays 0."""
+    fd = os.open(d / "f", os.O_RDWR)
+    for _ in range(READS):
+        os.read(fd, 1)
+    for _ in range(WRITES):
+        os.write(fd, b"ab")
+    os.mknod(d / "n", REG_MODE)
+    os.unlink(d / "n")
+    os.mkdir(d / "d")
+    os.rmdir(d / "d")
+
+
+#: vfsstat's counters in the order of its ``stats`` array (``enum stat_types``)
+VFS_FUNCTIONS = ("vfs_read", "vfs_write", "vfs_fsync", "vfs_open", "vfs_create", "vfs_unlink", "vfs_mkdir",
+                 "vfs_rmdir")
+#: what ``_vfs_all`` makes each function count, the parent's one-byte "go" write to the child included
+VFS_COUNTS = (READS, WRITES + 1, 0, 1, 1, 1, 1, 1)
+
+
+def _drive_vfs_all(emu: Any) -> None:
+    """``VFS_COUNTS`` calls of each function (vfsstat reads no argument: they are zeros)."""
+    for name, n in zip(VFS_FUNCTIONS, VFS_COUNTS, strict=True):
+        f = emu.function(name)
+        for _ in range(n):
+            emu.call(f, *([0] * f.nargs))
+
+
+def _pick_vfsstat(s: Side) -> Any:
+    from bpfmux.show.maps import read_map
+
+    return list(dict(read_map(".bss", s.maps[".bss"]).entries)["stats"])
+
+
+def _nice(d: Path) -> None:
+    """Lower the nice value by one (``setpriority``: ``can_nice`` asks ``capable(CAP_SYS_NICE)``)."""
+    os.nice(-1)
+
+
+def _drive_nice(emu: Any) -> None:
+    """``_nice``'s capability check: ``cap_capable(cred, ns, CAP_SYS_NICE, CAP_OPT_NONE)`` returning 0."""
+    emu.call("cap_capable", 0, 0, CAP_SYS_NICE, 0)
+
+
+def _pick_events(name: str, drop: tuple[str, ...] = (), pids: tuple[str, ...] = ("pid",),
+                 cut: dict[str, int] | None = None) -> Callable[[Side], Any]:
+    """Events of map ``name``: every field but ``drop``, ``pids`` as "the workload's", ``cut`` fields (byte
+    arrays, shown in hex) to their first characters."""
+    def pick(s: Side) -> Any:
+        out = []
+        for e in s.events.get(name, []):
+            e = {k: v for k, v in e.items() if k not in drop}
+            for k in pids:
+                e[k] = e[k] == s.pid
+            for k, n in (cut or {}).items():
+                e[k] = e[k][:n]
+            out.append(e)
+        return out
+
+    return pick
+
+
+def loopback_up() -> None:
+    """The guest's ``lo`` starts down; up, the kernel gives it 127.0.0.1."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+
+
+def _listen(d: Path) -> None:
+    """A TCP socket bound to ``ADDR:PORT``, listening with BACKLOG."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((ADDR, PORT))
+        s.listen(BACKLOG)
+
+
+def _drive_bind(emu: Any) -> None:
+    """``inet_bind(sock, uaddr, addrlen)`` returning 0, on the socket it leaves bound."""
+    emu.call("inet_bind", bound_socket(emu), 0, 16)
+
+
+def _drive_listen(emu: Any) -> None:
+    """``inet_listen(sock, BACKLOG)`` returning 0, on a bound socket."""
+    emu.call("inet_listen", bound_socket(emu), BACKLOG)
+
+
+def _tcp_exchange(port: int) -> Callable[[Path], None]:
+    """One TCP connection over loopback, both ends the workload's: a listener on ``ADDR:port`` (backlog
+    BACKLOG), a client bound to ``ADDR:port+1`` connecting to it; the client sends SENT bytes, the accepted
+    socket receives them and replies REPLY bytes, which the client receives. Each tool has its own ports (a
+    closed connection's ports stay in TIME_WAIT)."""
+    def act(d: Path) -> None:
+        with socket.socket() as srv, socket.socket() as cli:
+            srv.bind((ADDR, port))
+            srv.listen(BACKLOG)
+            cli.bind((ADDR, port + 1))
+            cli.connect((ADDR, port))
+            conn, _ = srv.accept()
+            with conn:
+                cli.sendall(b"x" * SENT)
+                got = b""
+                while len(got) < SENT:
+                    got += conn.recv(SENT - len(got))
+                conn.sendall(b"y" * REPLY)
+                got = b""
+                while len(got) < REPLY:
+                    got += cli.recv(REPLY - len(got))
+
+    return act
+
+
+#: each TCP tool's listening port (the client's is the next)
+TCP_PORTS = {"tcpconnect": 47200, "tcpconnlat": 47210, "tcpsynbl": 47220, "tcptop": 47230}
+
+
+def _drive_connect(emu: Any) -> None:
+    """The client's ``tcp_v4_connect(sk, uaddr, addrlen)`` returning 0, on the socket it leaves connecting."""
+    port = TCP_PORTS["tcpconnect"]
+    emu.call("tcp_v4_connect", tcp_sock(emu, port + 1, port, **{"__sk_common.skc_state": TCP_SYN_SENT}), 0, 16)
+
+
+def _drive_connlat(emu: Any) -> None:
+    """The client's ``tcp_v4_connect``, then ``tcp_rcv_state_process(sk, skb)`` of the SYN-ACK on it (still
+    SYN_SENT)."""
+    port = TCP_PORTS["tcpconnlat"]
+    sk = tcp_sock(emu, port + 1, port, **{"__sk_common.skc_state": TCP_SYN_SENT})
+    emu.call("tcp_v4_connect", sk, 0, 16)
+    emu.vm.clock.advance(50_000)
+    emu.call("tcp_rcv_state_process", *_args(emu, "tcp_rcv_state_process", sk))
+
+
+def _drive_synbl(emu: Any) -> None:
+    """The listener's ``tcp_v4_syn_recv_sock`` for the client's final ACK: its backlog 0 of BACKLOG."""
+    port = TCP_PORTS["tcpsynbl"]
+    listener = tcp_sock(emu, port, 0, sk_max_ack_backlog=BACKLOG, sk_ack_backlog=0)
+    emu.call("tcp_v4_syn_recv_sock", *_args(emu, "tcp_v4_syn_recv_sock", listener))
+
+
+def _drive_top(emu: Any) -> None:
+    """``tcp_sendmsg(sk, msg, size)`` of the client's SENT bytes, ``tcp_cleanup_rbuf(sk, copied)`` of the
+    accepted socket's receipt of them; the same for the REPLY bytes the other way."""
+    port = TCP_PORTS["tcptop"]
+    cli, conn = tcp_sock(emu, port + 1, port), tcp_sock(emu, port, port + 1)
+    emu.call("tcp_sendmsg", cli, 0, SENT)
+    emu.call("tcp_cleanup_rbuf", conn, SENT)
+    emu.call("tcp_sendmsg", conn, 0, REPLY)
+    emu.call("tcp_cleanup_rbuf", cli, REPLY)
+
+
+def _pick_map(name: str, pids: tuple[str, ...] = ()) -> Callable[[Side], Any]:
+    """Every entry of hash map ``name`` as ``[key, value]``, sorted; key fields ``pids`` as "the
+    workload's"."""
+    def pick(s: Side) -> Any:
+        from bpfmux.show.maps import read_map
+        from bpfmux.show.values import plain
+
+        out = []
+        for k, v in read_map(name, s.maps[name]).entries:
+            k, v = plain(k), plain(v)
+            if isinstance(k, dict):
+                k = {f: (x == s.pid if f in pids else x) for f, x in k.items()}
+            out.append([k, v])
+        return sorted(json.loads(json.dumps(out)), key=json.dumps)
+
+    return pick
+
+
+#: event fields not compared for an IPv4 connection: the time, and the IPv6 views of the addresses (a union
+#: with the IPv4 ones)
+_V4_EVENT = ("ts_us", "saddr_v6", "daddr_v6")
+
+#: tool → its workload on both kernels
+GUEST_WORKLOADS: dict[str, GuestWorkload] = {
+    "funclatency": GuestWorkload(
+        _read_write, _drive_read_write, _pick_funclatency, {"total": READS, "starts": 0},
+        "fentry/fexit on vfs_read: the histogram's total (slots are latencies) and no start left behind",
+        pid_var="targ_tgid"),
+    "filetop": GuestWorkload(
+        _read_write, _drive_read_write, _pick_filetop,
+        [{"reads": READS, "read_bytes": READS, "writes": WRITES, "write_bytes": 2 * WRITES, "filename": "f",
+          "comm": COMM, "type": ord("R"), "tid": True}],
+        "kprobes on vfs_read/vfs_write: the workload's entry: counts, bytes, comm, name, type, the tid being the "
+        "workload's (not the device and inode numbers)", pid_var="target_pid"),
+    "vfsstat": GuestWorkload(
+        _vfs_all, _drive_vfs_all, _pick_vfsstat, list(VFS_COUNTS),
+        "stats: every counter (read, write, fsync, open, create, unlink, mkdir, rmdir; fsync stays 0: the guest's "
+        "kernel inlines vfs_fsync in fsync(2)); no process filter: the guest runs nothing else, the counters are "
+        "zeroed after attach", reset={".bss": ("stats",)}),
+    "capable": GuestWorkload(
+        _nice, _drive_nice, _pick_events("events", pids=("pid", "tgid")),
+        [{"pid": True, "cap": CAP_SYS_NICE, "tgid": True, "uid": 0, "audit": 1, "insetid": 0, "ret": 0,
+          "task": COMM}],
+        "events (kprobe and kretprobe on cap_capable): every field, pid and tgid as the workload's",
+        pid_var="targ_pid"),
+    "bindsnoop": GuestWorkload(
+        _listen, _drive_bind, _pick_events("events", drop=("ts_us",), cut={"addr": 8}),
+        [{"addr": socket.inet_aton(ADDR).hex(), "pid": True, "bound_dev_if": 0, "ret": 0, "port": PORT,
+          "proto": socket.IPPROTO_TCP, "opts": 0, "ver": 4, "task": COMM}],
+        "events (kprobe and kretprobe on inet_bind): every field but ts_us; addr's IPv4 bytes (the other 12 are "
+        "the next fields of struct inet_sock)", pid_var="target_pid", prepare=loopback_up),
+    "solisten": GuestWorkload(
+        _listen, _drive_listen, _pick_events("events"),
+        [{"addr": [ADDR_U32, 0, 0, 0], "pid": True, "proto": (socket.AF_INET << 16) | socket.SOCK_STREAM,
+          "backlog": BACKLOG, "ret": 0, "port": PORT, "task": COMM}],
+        "events (fexit, or kprobe and kretprobe, on inet_listen): every field", pid_var="target_pid",
+        prepare=loopback_up),
+    "tcpconnect": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcpconnect"]), _drive_connect, _pick_events("events", drop=_V4_EVENT),
+        [{"saddr_v4": ADDR_U32, "daddr_v4": ADDR_U32, "task": COMM, "af": socket.AF_INET, "pid": True, "uid": 0,
+          "sport": 0, "dport": socket.htons(TCP_PORTS["tcpconnect"])}],
+        "events (kprobe and kretprobe on tcp_v4_connect): every field but ts_us (the v6 views of the addresses "
+        "are the v4 ones)", pid_var="filter_pid", prepare=loopback_up),
+    "tcpconnlat": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcpconnlat"]), _drive_connlat,
+        _pick_events("events", drop=("delta_us", *_V4_EVENT), pids=("tgid",)),
+        [{"saddr_v4": ADDR_U32, "daddr_v4": ADDR_U32, "comm": COMM, "tgid": True, "af": socket.AF_INET,
+          "lport": TCP_PORTS["tcpconnlat"] + 1, "dport": socket.htons(TCP_PORTS["tcpconnlat"])}],
+        "events (tcp_v4_connect, tcp_rcv_state_process of the SYN-ACK): every field but ts_us and delta_us (the "
+        "connection's latency)", pid_var="targ_tgid", prepare=loopback_up),
+    "tcpsynbl": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcpsynbl"]), _drive_synbl, _pick_map("hists"),
+        [[BACKLOG, {"slots": [1] + [0] * 31}]],
+        "hists: every key (listen backlog) and slot (backlog at the connection); no process filter: the guest "
+        "runs nothing else", prepare=loopback_up),
+    "tcptop": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcptop"]), _drive_top, _pick_map("ip_map", pids=("pid",)),
+        sorted(([{"saddr": ADDR_U32, "daddr": ADDR_U32, "pid": True, "name": COMM, "lport": lport, "dport": dport,
+                  "family": socket.AF_INET}, {"sent": sent, "received": received}]
+                for lport, dport, sent, received in ((TCP_PORTS["tcptop"], TCP_PORTS["tcptop"] + 1, REPLY, SENT),
+                                                     (TCP_PORTS["tcptop"] + 1, TCP_PORTS["tcptop"], SENT, REPLY))),
+               key=json.dumps),
+        "ip_map (tcp_sendmsg, tcp_cleanup_rbuf): every key (addresses, pid, comm, ports, family) and value (bytes "
+        "sent and received), one per end of the connection", pid_var="target_pid", prepare=loopback_up),
+}
+
+
+# --- running one side ----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def tmpfs(path: Path) -> Iterator[Path]:
+    """A tmpfs mounted on ``path`` (created), unmounted after.
+
+    :raises OSError: mount(2) failed.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    path.mkdir(exist_ok=True)
+    if libc.mount(b"bpfmux", bytes(path), b"tmpfs", 0, b"size=1m") != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount tmpfs on {path}: {os.strerror(err)}")
+    try:
+        yield path
+    finally:
+        libc.umount2(bytes(path), 2)  # MNT_DETACH
+
+
+class _Events:
+    """The tool's ring buffers and perf buffers, opened before the workload; :meth:`take` decodes what they
+    hold (map name → records, as plain JSON values)."""
+
+    def __init__(self, tool: str, maps: dict[str, Any], emulated: bool) -> None:
+        from bpfmux.show.events import EventTypes
+        from bpfmux.uapi import MapType
+
+        data = object_path(tool).read_bytes()
+        self.types = EventTypes(load_object(data), data, None)
+        self.raw: dict[str, list[tuple[bytes, bool]]] = {}
+        self.readers: list[Any] = []
+        self.perf: list[tuple[str, Any]] = []
+        for name, m in maps.items():
+            if int(m.type) == MapType.RINGBUF:
+                self.readers.append(m.reader(lambda d, n=name: self.raw.setdefault(n, []).append((bytes(d), False))))
+            elif int(m.type) == MapType.PERF_EVENT_ARRAY:
+                if emulated:
+                    self.perf += [(name, b) for b in m.open()]
+                else:
+                    self.readers.append(r := m.reader())
+                    self.perf.append((name, r))
+
+    def take(self) -> dict[str, list[Any]]:
+        from bpfmux.show.values import plain
+
+        for r in self.readers:
+            if not self.perf or all(r is not b for _, b in self.perf):
+                r.poll(0)
+        for name, b in self.perf:
+            got = b.drain()
+            self.raw.setdefault(name, []).extend((d if isinstance(d, bytes) else d[1], True) for d in got)
+        return {name: json.loads(json.dumps([plain(self.types.decode(rec, perf=perf)[0]) for rec, perf in recs]))
+                for name, recs in self.raw.items()}
+
+    def close(self) -> None:
+        for r in self.readers:
+            close = getattr(r, "close", None)
+            if close is not None:
+                close()
+
+
+def _reset(maps: dict[str, Any], w: GuestWorkload) -> None:
+    for section, names in w.reset.items():
+        for name in names:
+            m = maps[section]
+            value = m[name]
+            m[name] = [0] * len(value) if isinstance(value, list) else 0
+
+
+def run_real(tool: str, d: Path) -> Any:
+    """``tool`` on this (the guest's) kernel, a forked child doing the workload in ``d`` (a tmpfs holding
+    the file ``f``); the picked values."""
+    w = GUEST_WORKLOADS[tool]
+    t = TOOLS[tool]
+    probe = LiveProbe()
+    (d / "f").write_bytes(b"x" * 64)
+    if w.prepare is not None:
+        w.prepare()
+    go_r, go_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: wait, work, leave without cleanup
+        try:
+            os.close(go_w)
+            with open("/proc/self/comm", "w") as f:
+                f.write(COMM)
+            os.read(go_r, 1)  # entered before the probes are attached: its return is not counted
+            w.act(d)
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    try:
+        settings = t.settings(probe)
+        if w.pid_var:
+            settings.globals[w.pid_var] = child
+        with started(probe.kernel, t, settings) as st:
+            assert st.started and st.links, (st.failed, st.attach_failed)
+            events = _Events(tool, st.coll.maps, emulated=False)
+            try:
+                _reset(st.coll.maps, w)
+                os.write(go_w, b"g")
+                _, status = os.waitpid(child, 0)
+                pid, child = child, 0
+                assert status == 0, f"the workload's child failed: {status:#x}"
+                return w.pick(Side(st.coll.maps, events.take(), pid))
+            finally:
+                events.close()
+    finally:
+        os.close(go_w)
+        if child:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+
+
+def run_emulated(tool: str) -> Any:
+    """``tool`` in the emulated kernel on this kernel's BTF, with the settings the tool chooses on this
+    kernel, the emulated workload's pid in its filter; the picked values."""
+    from bpfmux.btf import Btf
+    from bpfmux.emu import Emulator
+    from bpfmux.emu.vm.runtime import Task
+
+    w = GUEST_WORKLOADS[tool]
+    t = TOOLS[tool]
+    settings = t.settings(LiveProbe())
+    if w.pid_var:
+        settings.globals[w.pid_var] = EMU_PID
+    with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
+        assert st.started and st.links, (st.failed, st.attach_failed)
+        events = _Events(tool, st.coll.maps, emulated=True)
+        try:
+            _reset(st.coll.maps, w)
+            emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=COMM)
+            w.drive(emu)
+            return w.pick(Side(st.coll.maps, events.take(), EMU_PID))
+        finally:
+            events.close()
