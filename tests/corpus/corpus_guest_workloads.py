@@ -38,10 +38,18 @@ from bpfmux.obj import load_object
 
 #: the emulated workload's process (pid = tgid)
 EMU_PID = 4242
+def _order(value: Any) -> str:
+    """A sort key for JSON values (dicts by content, whatever their keys' order)."""
+    return json.dumps(value, sort_keys=True)
+
+
 #: bytes the TCP workload's client sends, and the server's reply
 SENT, REPLY = 100, 60
-#: ``TCP_SYN_SENT``: a connecting socket's state until the SYN-ACK is processed
-TCP_SYN_SENT = 2
+#: TCP states (``include/net/tcp_states.h``): a connected socket's, a connecting one's until the SYN-ACK is
+#: processed, one whose peer has closed, a listener's
+TCP_ESTABLISHED, TCP_SYN_SENT, TCP_CLOSE_WAIT, TCP_LISTEN = 1, 2, 8, 10
+#: tcptracer's event types (``enum tcp_event_type``)
+TRACER_CONNECT, TRACER_ACCEPT, TRACER_CLOSE = 0, 1, 2
 #: the workload's comm, on both sides
 COMM = "bpfmux-guestwl"
 #: reads and writes (of one and two bytes) the file workloads make
@@ -131,12 +139,16 @@ def bound_socket(emu: Any) -> int:
 
 
 def tcp_sock(emu: Any, lport: int, dport: int, **more: int) -> int:
-    """A ``struct sock`` of a TCP/IPv4 connection from ``ADDR:lport`` to ``ADDR:dport`` (addresses and the
-    remote port in network order, the local port in host order, as ``struct sock_common`` holds them), with
-    ``more`` fields; its address."""
-    return kstruct(emu, "sock", {"__sk_common.skc_family": socket.AF_INET, "__sk_common.skc_rcv_saddr": ADDR_U32,
-                                 "__sk_common.skc_daddr": ADDR_U32, "__sk_common.skc_num": lport,
-                                 "__sk_common.skc_dport": socket.htons(dport), **more})
+    """A TCP/IPv4 socket's ``struct inet_sock`` (its ``struct sock`` first) of a connection from
+    ``ADDR:lport`` to ``ADDR:dport``: addresses and ports in network order, the local port also in host
+    order (``skc_num``), as the kernel holds them; with ``more`` fields (paths in ``struct sock``); its
+    address."""
+    return kstruct(emu, "inet_sock", {"sk.__sk_common.skc_family": socket.AF_INET,
+                                      "sk.__sk_common.skc_rcv_saddr": ADDR_U32 if lport else 0,
+                                      "sk.__sk_common.skc_daddr": ADDR_U32 if dport else 0,
+                                      "sk.__sk_common.skc_num": lport, "inet_sport": socket.htons(lport),
+                                      "sk.__sk_common.skc_dport": socket.htons(dport),
+                                      **{f"sk.{k}": v for k, v in more.items()}})
 
 
 def _args(emu: Any, name: str, *first: int) -> list[int]:
@@ -302,7 +314,7 @@ def _tcp_exchange(port: int) -> Callable[[Path], None]:
 
 
 #: each TCP tool's listening port (the client's is the next)
-TCP_PORTS = {"tcpconnect": 47200, "tcpconnlat": 47210, "tcpsynbl": 47220, "tcptop": 47230}
+TCP_PORTS = {"tcpconnect": 47200, "tcpconnlat": 47210, "tcpsynbl": 47220, "tcptop": 47230, "tcptracer": 47240}
 
 
 def _drive_connect(emu: Any) -> None:
@@ -339,6 +351,54 @@ def _drive_top(emu: Any) -> None:
     emu.call("tcp_cleanup_rbuf", cli, REPLY)
 
 
+def netns_inum() -> int:
+    """The inode number of this process's network namespace (``net->ns.inum``)."""
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def _drive_tracer(emu: Any) -> None:
+    """The workload's connection as tcptracer's probes see it: the client's ``tcp_v4_connect`` returning 0,
+    its ``tcp_set_state(sk, TCP_ESTABLISHED)`` at the SYN-ACK, the listener's ``inet_csk_accept`` returning
+    the accepted socket, then ``tcp_close`` of the accepted socket (established), the client's
+    ``tcp_set_state(sk, TCP_CLOSE_WAIT)`` at its FIN, ``tcp_close`` of the client and of the listener; every
+    socket in this namespace (``tcp_set_state``'s body sets the state)."""
+    from bpfmux.btf.layout import member
+
+    port = TCP_PORTS["tcptracer"]
+    net = kstruct(emu, "net", {"ns.inum": netns_inum()})
+    cli = tcp_sock(emu, port + 1, port, **{"__sk_common.skc_state": TCP_SYN_SENT, "__sk_common.skc_net.net": net})
+    conn = tcp_sock(emu, port, port + 1, **{"__sk_common.skc_state": TCP_ESTABLISHED,
+                                            "__sk_common.skc_net.net": net})
+    listener = tcp_sock(emu, port, 0, **{"__sk_common.skc_state": TCP_LISTEN, "__sk_common.skc_net.net": net})
+    state = member(emu.btf, emu.btf.find("sock", "struct"), "__sk_common.skc_state")
+    emu.function("tcp_set_state").body = lambda sk, st: emu.write(sk + state.offset, bytes([st]))
+    emu.call("tcp_v4_connect", cli, 0, 16)
+    emu.call("tcp_set_state", cli, TCP_ESTABLISHED)
+    accept = emu.function("inet_csk_accept")
+    accept.body = lambda *_: conn
+    emu.call(accept, *_args(emu, accept.name, listener))
+    emu.call("tcp_close", conn, 0)
+    emu.call("tcp_set_state", cli, TCP_CLOSE_WAIT)  # the accepted socket's FIN
+    emu.call("tcp_close", cli, 0)
+    emu.call("tcp_close", listener, 0)
+
+
+def _tracer_events() -> list[Any]:
+    """tcptracer's events of the workload's connection (sorted): connect, accept, the two ends' closes."""
+    port = TCP_PORTS["tcptracer"]
+    one = {"saddr_v4": ADDR_U32, "daddr_v4": ADDR_U32, "task": COMM, "af": socket.AF_INET, "pid": True,
+           "uid": 0, "netns": netns_inum()}
+    cli, srv = socket.htons(port + 1), socket.htons(port)
+    return sorted(({**one, "type": t, "sport": sport, "dport": dport}
+                   for t, sport, dport in ((TRACER_CONNECT, cli, srv), (TRACER_ACCEPT, srv, cli),
+                                           (TRACER_CLOSE, srv, cli), (TRACER_CLOSE, cli, srv))), key=_order)
+
+
+def _sorted(pick: Callable[[Side], Any]) -> Callable[[Side], Any]:
+    """``pick``'s list sorted (events of several CPUs' buffers come in no defined order)."""
+    return lambda s: sorted(pick(s), key=_order)
+
+
 def _pick_map(name: str, pids: tuple[str, ...] = ()) -> Callable[[Side], Any]:
     """Every entry of hash map ``name`` as ``[key, value]``, sorted; key fields ``pids`` as "the
     workload's"."""
@@ -352,7 +412,7 @@ def _pick_map(name: str, pids: tuple[str, ...] = ()) -> Callable[[Side], Any]:
             if isinstance(k, dict):
                 k = {f: (x == s.pid if f in pids else x) for f, x in k.items()}
             out.append([k, v])
-        return sorted(json.loads(json.dumps(out)), key=json.dumps)
+        return sorted(json.loads(json.dumps(out)), key=_order)
 
     return pick
 
@@ -420,9 +480,15 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
                   "family": socket.AF_INET}, {"sent": sent, "received": received}]
                 for lport, dport, sent, received in ((TCP_PORTS["tcptop"], TCP_PORTS["tcptop"] + 1, REPLY, SENT),
                                                      (TCP_PORTS["tcptop"] + 1, TCP_PORTS["tcptop"], SENT, REPLY))),
-               key=json.dumps),
+               key=_order),
         "ip_map (tcp_sendmsg, tcp_cleanup_rbuf): every key (addresses, pid, comm, ports, family) and value (bytes "
         "sent and received), one per end of the connection", pid_var="target_pid", prepare=loopback_up),
+    "tcptracer": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcptracer"]), _drive_tracer,
+        _sorted(_pick_events("events", drop=("ts_us", "saddr_v6", "daddr_v6"))), _tracer_events(),
+        "events (kprobes on tcp_v4_connect, tcp_set_state, tcp_close, kretprobe on inet_csk_accept), sorted: "
+        "every field but ts_us (the v6 views of the addresses are the v4 ones)", pid_var="filter_pid",
+        prepare=loopback_up),
 }
 
 
