@@ -43,6 +43,9 @@ def _order(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+#: ``FMODE_CREATED``: ``file->f_mode`` of a file its open created
+FMODE_CREATED = 0x100000
+
 #: bytes the TCP workload's client sends, and the server's reply
 SENT, REPLY = 100, 60
 #: TCP states (``include/net/tcp_states.h``): a connected socket's, a connecting one's until the SYN-ACK is
@@ -85,7 +88,8 @@ class GuestWorkload:
     :ivar drive: the same work in the emulated kernel (``drive(emu)``); the current task is the workload's
         (pid :data:`EMU_PID`, comm :data:`COMM`).
     :ivar pick: the values compared, from one side (pids as "the workload's": each run's own).
-    :ivar want: what the workload determines :attr:`pick` to be (the real side must show exactly this).
+    :ivar want: what the workload determines :attr:`pick` to be (the real side must show exactly this), or a
+        function of the kernel's BTF giving it (:meth:`expected`: a tool whose CO-RE choices differ by kernel).
     :ivar compared: what :attr:`pick` keeps, in words.
     :ivar pid_var: the tool's process filter, set to the workload's pid; ``None``: the tool has none and
         counts the whole machine (the guest runs nothing but the test).
@@ -102,6 +106,10 @@ class GuestWorkload:
     pid_var: str | None = None
     reset: dict[str, tuple[str, ...]] = field(default_factory=dict)
     prepare: Callable[[], None] | None = None
+
+    def expected(self, btf: Any) -> Any:
+        """:attr:`want` on the kernel whose BTF is ``btf``."""
+        return self.want(btf) if callable(self.want) else self.want
 
 
 # --- kernel structs for the emulated calls ---------------------------------------------------------------
@@ -154,6 +162,14 @@ def tcp_sock(emu: Any, lport: int, dport: int, **more: int) -> int:
 def _args(emu: Any, name: str, *first: int) -> list[int]:
     """``first`` and zeros for the rest of function ``name``'s arguments."""
     return [*first, *([0] * (emu.function(name).nargs - len(first)))]
+
+
+def current_task(emu: Any) -> int:
+    """The emulated workload's ``struct task_struct`` (pid, tgid, a ``fs_struct`` whose working directory's
+    mount is a ``vfsmount``), what ``bpf_get_current_task_btf`` returns; its address."""
+    mnt = kstruct(emu, "vfsmount", {})
+    fs = kstruct(emu, "fs_struct", {"pwd.mnt": mnt})
+    return kstruct(emu, "task_struct", {"pid": EMU_PID, "tgid": EMU_PID, "fs": fs})
 
 
 # --- the workloads ----------------------------------------------------------------------------------------
@@ -286,6 +302,45 @@ def _drive_bind(emu: Any) -> None:
 def _drive_listen(emu: Any) -> None:
     """``inet_listen(sock, BACKLOG)`` returning 0, on a bound socket."""
     emu.call("inet_listen", bound_socket(emu), BACKLOG)
+
+
+def _create_unlink(d: Path) -> None:
+    """Create the regular file ``n`` (``open(O_CREAT)``), close and unlink it."""
+    os.close(os.open(d / "n", os.O_CREAT | os.O_WRONLY, 0o644))
+    os.unlink(d / "n")
+
+
+def _drive_create_unlink(emu: Any) -> None:
+    """``_create_unlink``'s calls as filelife sees them: ``security_inode_create(dir, dentry, mode)`` of ``n``,
+    ``vfs_open(path, file)`` of the file its open created (``FMODE_CREATED``), then ``vfs_unlink(idmap, dir,
+    dentry, delegated)`` returning 0."""
+    dir_ = kstruct(emu, "inode", {"i_mode": stat.S_IFDIR | 0o755})
+    dentry = kstruct(emu, "dentry", {"d_name.name": emu.alloc(b"n\0")})
+    path = kstruct(emu, "path", {"dentry": dentry})
+    file = kstruct(emu, "file", {"f_mode": FMODE_CREATED, "f_path.dentry": dentry})
+    emu.call("security_inode_create", dir_, dentry, REG_MODE)
+    emu.call("vfs_open", path, file)
+    emu.vm.clock.advance(1_000_000)
+    emu.call("vfs_unlink", *_args(emu, "vfs_unlink", 0, dir_, dentry))
+
+
+def _filelife_want(btf: Any) -> Any:
+    """One event, of the unlinked file ``n``, where filelife's CO-RE test finds ``vfs_unlink``'s dentry argument
+    (``struct renamedata`` has ``old_mnt_userns`` or ``new_mnt_idmap``: the guest's 6.12); none where it does
+    not (later kernels' ``renamedata`` has one ``mnt_idmap``: the tool then looks the file up by its
+    directory, and finds nothing, on a real kernel as in the emulated one)."""
+    from bpfmux.btf.layout import member
+    from bpfmux.errors import NotFoundError
+
+    t = btf.find("renamedata", "struct")
+    found = False
+    for name in ("old_mnt_userns", "new_mnt_idmap"):
+        try:
+            member(btf, t, name)
+            found = True
+        except NotFoundError:
+            pass
+    return [{"fname": {"pathes": "n", "depth": 0, "failed": 0}, "task": COMM, "tgid": True}] if found else []
 
 
 def _tcp_exchange(port: int) -> Callable[[Path], None]:
@@ -489,6 +544,10 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
         "events (kprobes on tcp_v4_connect, tcp_set_state, tcp_close, kretprobe on inet_csk_accept), sorted: "
         "every field but ts_us (the v6 views of the addresses are the v4 ones)", pid_var="filter_pid",
         prepare=loopback_up),
+    "filelife": GuestWorkload(
+        _create_unlink, _drive_create_unlink, _pick_events("events", drop=("delta_ns",), pids=("tgid",)), _filelife_want,
+        "events (kprobes on security_inode_create, vfs_open, vfs_unlink, kretprobe on vfs_unlink): every field "
+        "but delta_ns (the file's age), the tgid being the workload's", pid_var="targ_tgid"),
 }
 
 
@@ -622,7 +681,7 @@ def run_emulated(tool: str) -> Any:
         events = _Events(tool, st.coll.maps, emulated=True)
         try:
             _reset(st.coll.maps, w)
-            emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=COMM)
+            emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=COMM, task_struct=current_task(emu))
             w.drive(emu)
             return w.pick(Side(st.coll.maps, events.take(), EMU_PID))
         finally:
