@@ -23,9 +23,11 @@ import ctypes
 import ctypes.util
 import json
 import os
+import signal
 import socket
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,8 @@ ADDR_U32 = int.from_bytes(socket.inet_aton(ADDR), "little")
 BACKLOG = 5
 #: ``CAP_SYS_NICE``: what lowering one's nice value needs
 CAP_SYS_NICE = 23
+#: the page size (x86-64's, the guest's)
+PAGE_SIZE = 4096
 #: a regular file's mode (``S_IFREG | 0644``)
 REG_MODE = stat.S_IFREG | 0o644
 
@@ -95,7 +99,9 @@ class GuestWorkload:
         counts the whole machine (the guest runs nothing but the test).
     :ivar reset: global variables zeroed after attach (counters of a tool without a process filter: the
         attaching itself is not the workload).
-    :ivar prepare: what the test process sets up on the real kernel before the tool is attached.
+    :ivar setup: what the test process sets up on the real kernel before the tool is attached (a context
+        manager: undone after the run).
+    :ivar status: the child's wait status (``os.waitpid``) after the workload.
     """
 
     act: Callable[[Path], None]
@@ -105,7 +111,8 @@ class GuestWorkload:
     compared: str
     pid_var: str | None = None
     reset: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    prepare: Callable[[], None] | None = None
+    setup: Callable[[], AbstractContextManager[Any]] | None = None
+    status: int = 0
 
     def expected(self, btf: Any) -> Any:
         """:attr:`want` on the kernel whose BTF is ``btf``."""
@@ -277,14 +284,16 @@ def _pick_events(name: str, drop: tuple[str, ...] = (), pids: tuple[str, ...] = 
     return pick
 
 
-def loopback_up() -> None:
-    """The guest's ``lo`` starts down; up, the kernel gives it 127.0.0.1."""
+@contextlib.contextmanager
+def loopback_up() -> Iterator[None]:
+    """The guest's ``lo`` starts down; up, the kernel gives it 127.0.0.1 (left up)."""
     import fcntl
     import struct
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]  # SIOCGIFFLAGS
         fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+    yield
 
 
 def _listen(d: Path) -> None:
@@ -341,6 +350,46 @@ def _filelife_want(btf: Any) -> Any:
         except NotFoundError:
             pass
     return [{"fname": {"pathes": "n", "depth": 0, "failed": 0}, "task": COMM, "tgid": True}] if found else []
+
+
+#: the memory cgroup the oomkill workload runs out of memory in, and its limit
+OOM_CGROUP, OOM_LIMIT = Path("/sys/fs/cgroup/bpfmux-oomkill"), 16 << 20
+
+
+@contextlib.contextmanager
+def oom_cgroup() -> Iterator[None]:
+    """:data:`OOM_CGROUP` with the memory controller, ``memory.max`` :data:`OOM_LIMIT` and no swap; removed
+    after.
+
+    :raises OSError: cgroup2 is not mounted or has no memory controller.
+    """
+    root = OOM_CGROUP.parent
+    if "memory" not in (root / "cgroup.subtree_control").read_text().split():
+        (root / "cgroup.subtree_control").write_text("+memory")
+    OOM_CGROUP.mkdir(exist_ok=True)
+    try:
+        (OOM_CGROUP / "memory.max").write_text(str(OOM_LIMIT))
+        with contextlib.suppress(FileNotFoundError):  # no swap accounting without swap support
+            (OOM_CGROUP / "memory.swap.max").write_text("0")
+        yield
+    finally:
+        OOM_CGROUP.rmdir()
+
+
+def _out_of_memory(d: Path) -> None:
+    """Join :data:`OOM_CGROUP` and allocate four times its limit: the cgroup's OOM killer kills this process."""
+    (OOM_CGROUP / "cgroup.procs").write_text("0")
+    hog = b"x" * (4 * OOM_LIMIT)
+    os.write(2, f"not killed after allocating {len(hog)} bytes\n".encode())  # not reached
+
+
+def _drive_oom(emu: Any) -> None:
+    """``oom_kill_process(oc, message)`` in the workload's context, its ``oom_control`` choosing the workload
+    (its task_struct: tgid, comm) out of ``totalpages`` = the cgroup's limit in pages (no swap)."""
+    victim = kstruct(emu, "task_struct", {"tgid": EMU_PID, "pid": EMU_PID,
+                                          "comm": int.from_bytes(COMM.encode(), "little")})
+    oc = kstruct(emu, "oom_control", {"chosen": victim, "totalpages": OOM_LIMIT // PAGE_SIZE})
+    emu.call("oom_kill_process", oc, emu.alloc(b"Memory cgroup out of memory\0"))
 
 
 def _tcp_exchange(port: int) -> Callable[[Path], None]:
@@ -504,31 +553,31 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
         [{"addr": socket.inet_aton(ADDR).hex(), "pid": True, "bound_dev_if": 0, "ret": 0, "port": PORT,
           "proto": socket.IPPROTO_TCP, "opts": 0, "ver": 4, "task": COMM}],
         "events (kprobe and kretprobe on inet_bind): every field but ts_us; addr's IPv4 bytes (the other 12 are "
-        "the next fields of struct inet_sock)", pid_var="target_pid", prepare=loopback_up),
+        "the next fields of struct inet_sock)", pid_var="target_pid", setup=loopback_up),
     "solisten": GuestWorkload(
         _listen, _drive_listen, _pick_events("events"),
         [{"addr": [ADDR_U32, 0, 0, 0], "pid": True, "proto": (socket.AF_INET << 16) | socket.SOCK_STREAM,
           "backlog": BACKLOG, "ret": 0, "port": PORT, "task": COMM}],
         "events (fexit, or kprobe and kretprobe, on inet_listen): every field", pid_var="target_pid",
-        prepare=loopback_up),
+        setup=loopback_up),
     "tcpconnect": GuestWorkload(
         _tcp_exchange(TCP_PORTS["tcpconnect"]), _drive_connect, _pick_events("events", drop=_V4_EVENT),
         [{"saddr_v4": ADDR_U32, "daddr_v4": ADDR_U32, "task": COMM, "af": socket.AF_INET, "pid": True, "uid": 0,
           "sport": 0, "dport": socket.htons(TCP_PORTS["tcpconnect"])}],
         "events (kprobe and kretprobe on tcp_v4_connect): every field but ts_us (the v6 views of the addresses "
-        "are the v4 ones)", pid_var="filter_pid", prepare=loopback_up),
+        "are the v4 ones)", pid_var="filter_pid", setup=loopback_up),
     "tcpconnlat": GuestWorkload(
         _tcp_exchange(TCP_PORTS["tcpconnlat"]), _drive_connlat,
         _pick_events("events", drop=("delta_us", *_V4_EVENT), pids=("tgid",)),
         [{"saddr_v4": ADDR_U32, "daddr_v4": ADDR_U32, "comm": COMM, "tgid": True, "af": socket.AF_INET,
           "lport": TCP_PORTS["tcpconnlat"] + 1, "dport": socket.htons(TCP_PORTS["tcpconnlat"])}],
         "events (tcp_v4_connect, tcp_rcv_state_process of the SYN-ACK): every field but ts_us and delta_us (the "
-        "connection's latency)", pid_var="targ_tgid", prepare=loopback_up),
+        "connection's latency)", pid_var="targ_tgid", setup=loopback_up),
     "tcpsynbl": GuestWorkload(
         _tcp_exchange(TCP_PORTS["tcpsynbl"]), _drive_synbl, _pick_map("hists"),
         [[BACKLOG, {"slots": [1] + [0] * 31}]],
         "hists: every key (listen backlog) and slot (backlog at the connection); no process filter: the guest "
-        "runs nothing else", prepare=loopback_up),
+        "runs nothing else", setup=loopback_up),
     "tcptop": GuestWorkload(
         _tcp_exchange(TCP_PORTS["tcptop"]), _drive_top, _pick_map("ip_map", pids=("pid",)),
         sorted(([{"saddr": ADDR_U32, "daddr": ADDR_U32, "pid": True, "name": COMM, "lport": lport, "dport": dport,
@@ -537,17 +586,23 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
                                                      (TCP_PORTS["tcptop"] + 1, TCP_PORTS["tcptop"], SENT, REPLY))),
                key=_order),
         "ip_map (tcp_sendmsg, tcp_cleanup_rbuf): every key (addresses, pid, comm, ports, family) and value (bytes "
-        "sent and received), one per end of the connection", pid_var="target_pid", prepare=loopback_up),
+        "sent and received), one per end of the connection", pid_var="target_pid", setup=loopback_up),
     "tcptracer": GuestWorkload(
         _tcp_exchange(TCP_PORTS["tcptracer"]), _drive_tracer,
         _sorted(_pick_events("events", drop=("ts_us", "saddr_v6", "daddr_v6"))), _tracer_events(),
         "events (kprobes on tcp_v4_connect, tcp_set_state, tcp_close, kretprobe on inet_csk_accept), sorted: "
         "every field but ts_us (the v6 views of the addresses are the v4 ones)", pid_var="filter_pid",
-        prepare=loopback_up),
+        setup=loopback_up),
     "filelife": GuestWorkload(
         _create_unlink, _drive_create_unlink, _pick_events("events", drop=("delta_ns",), pids=("tgid",)), _filelife_want,
         "events (kprobes on security_inode_create, vfs_open, vfs_unlink, kretprobe on vfs_unlink): every field "
         "but delta_ns (the file's age), the tgid being the workload's", pid_var="targ_tgid"),
+    "oomkill": GuestWorkload(
+        _out_of_memory, _drive_oom, _pick_events("events", pids=("fpid", "tpid")),
+        [{"fpid": True, "tpid": True, "pages": OOM_LIMIT // PAGE_SIZE, "fcomm": COMM, "tcomm": COMM}],
+        "events (kprobe on oom_kill_process): every field (the killing and killed process being the workload, "
+        "the memory cgroup's limit in pages, both comms); no process filter: the guest runs nothing else",
+        setup=oom_cgroup, status=int(signal.SIGKILL)),
 }
 
 
@@ -624,22 +679,28 @@ def run_real(tool: str, d: Path) -> Any:
     """``tool`` on this (the guest's) kernel, a forked child doing the workload in ``d`` (a tmpfs holding
     the file ``f``); the picked values."""
     w = GUEST_WORKLOADS[tool]
+    (d / "f").write_bytes(b"x" * 64)
+    with w.setup() if w.setup is not None else contextlib.nullcontext():
+        return _run_real(tool, d)
+
+
+def _run_real(tool: str, d: Path) -> Any:
+    w = GUEST_WORKLOADS[tool]
     t = TOOLS[tool]
     probe = LiveProbe()
-    (d / "f").write_bytes(b"x" * 64)
-    if w.prepare is not None:
-        w.prepare()
     go_r, go_w = os.pipe()
     child = os.fork()
-    if child == 0:  # pragma: no cover - the child: wait, work, leave without cleanup
+    if child == 0:  # pragma: no cover - the child: wait, work, leave without cleanup (status 1: it failed)
+        code = 1
         try:
             os.close(go_w)
             with open("/proc/self/comm", "w") as f:
                 f.write(COMM)
             os.read(go_r, 1)  # entered before the probes are attached: its return is not counted
             w.act(d)
+            code = 0
         finally:
-            os._exit(0)
+            os._exit(code)
     os.close(go_r)
     try:
         settings = t.settings(probe)
@@ -653,7 +714,7 @@ def run_real(tool: str, d: Path) -> Any:
                 os.write(go_w, b"g")
                 _, status = os.waitpid(child, 0)
                 pid, child = child, 0
-                assert status == 0, f"the workload's child failed: {status:#x}"
+                assert status == w.status, f"the workload's child ended with wait status {status:#x}"
                 return w.pick(Side(st.coll.maps, events.take(), pid))
             finally:
                 events.close()

@@ -322,7 +322,7 @@ IN_THE_GUEST: dict[str, str] = {
 NOT_COMPARED: dict[str, str] = {
     **{t: _GUEST for t in ("biotop", "cachestat",
                            "fsdist", "fsslower", "klockstat", "ksnoop", "mdflush",
-                           "numamove", "oomkill", "readahead", "slabratetop", "tcprtt")},
+                           "numamove", "readahead", "slabratetop", "tcprtt")},
     **{t: _SCHED for t in ("cpudist", "offcputime", "runqlat", "runqslower", "wakeuptime")},
     **{t: _SAMPLE for t in ("profile", "runqlen", "cpufreq")},
     "llcstat": _SAMPLE + "; and it needs a hardware PMU this machine lacks",
