@@ -102,6 +102,7 @@ class GuestWorkload:
     :ivar setup: what the test process sets up on the real kernel before the tool is attached (a context
         manager: undone after the run).
     :ivar status: the child's wait status (``os.waitpid``) after the workload.
+    :ivar overrides: the tool's global variables set as its command-line options would, on both sides.
     """
 
     act: Callable[[Path], None]
@@ -113,6 +114,7 @@ class GuestWorkload:
     reset: dict[str, tuple[str, ...]] = field(default_factory=dict)
     setup: Callable[[], AbstractContextManager[Any]] | None = None
     status: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def expected(self, btf: Any) -> Any:
         """:attr:`want` on the kernel whose BTF is ``btf``."""
@@ -153,17 +155,19 @@ def bound_socket(emu: Any) -> int:
     return kstruct(emu, "socket", {"type": socket.SOCK_STREAM, "sk": sk})
 
 
-def tcp_sock(emu: Any, lport: int, dport: int, **more: int) -> int:
-    """A TCP/IPv4 socket's ``struct inet_sock`` (its ``struct sock`` first) of a connection from
-    ``ADDR:lport`` to ``ADDR:dport``: addresses and ports in network order, the local port also in host
-    order (``skc_num``), as the kernel holds them; with ``more`` fields (paths in ``struct sock``); its
-    address."""
-    return kstruct(emu, "inet_sock", {"sk.__sk_common.skc_family": socket.AF_INET,
-                                      "sk.__sk_common.skc_rcv_saddr": ADDR_U32 if lport else 0,
-                                      "sk.__sk_common.skc_daddr": ADDR_U32 if dport else 0,
-                                      "sk.__sk_common.skc_num": lport, "inet_sport": socket.htons(lport),
-                                      "sk.__sk_common.skc_dport": socket.htons(dport),
-                                      **{f"sk.{k}": v for k, v in more.items()}})
+def tcp_sock(emu: Any, lport: int, dport: int, srtt_us: int = 0, **more: int) -> int:
+    """A TCP/IPv4 socket's ``struct tcp_sock`` (its ``struct inet_sock`` and ``struct sock`` first) of a
+    connection from ``ADDR:lport`` to ``ADDR:dport``: addresses and ports in network order, the local port also
+    in host order (``skc_num``), as the kernel holds them; a smoothed round-trip time ``srtt_us`` (the
+    kernel's unit: 1/8 us); with ``more`` fields (paths in ``struct sock``); its address."""
+    inet = "inet_conn.icsk_inet."
+    return kstruct(emu, "tcp_sock", {f"{inet}sk.__sk_common.skc_family": socket.AF_INET,
+                                     f"{inet}sk.__sk_common.skc_rcv_saddr": ADDR_U32 if lport else 0,
+                                     f"{inet}sk.__sk_common.skc_daddr": ADDR_U32 if dport else 0,
+                                     f"{inet}sk.__sk_common.skc_num": lport,
+                                     f"{inet}inet_sport": socket.htons(lport),
+                                     f"{inet}sk.__sk_common.skc_dport": socket.htons(dport),
+                                     "srtt_us": srtt_us, **{f"{inet}sk.{k}": v for k, v in more.items()}})
 
 
 def _args(emu: Any, name: str, *first: int) -> list[int]:
@@ -418,7 +422,8 @@ def _tcp_exchange(port: int) -> Callable[[Path], None]:
 
 
 #: each TCP tool's listening port (the client's is the next)
-TCP_PORTS = {"tcpconnect": 47200, "tcpconnlat": 47210, "tcpsynbl": 47220, "tcptop": 47230, "tcptracer": 47240}
+TCP_PORTS = {"tcpconnect": 47200, "tcpconnlat": 47210, "tcpsynbl": 47220, "tcptop": 47230, "tcptracer": 47240,
+             "tcprtt": 47250}
 
 
 def _drive_connect(emu: Any) -> None:
@@ -453,6 +458,24 @@ def _drive_top(emu: Any) -> None:
     emu.call("tcp_cleanup_rbuf", conn, SENT)
     emu.call("tcp_sendmsg", conn, 0, REPLY)
     emu.call("tcp_cleanup_rbuf", cli, REPLY)
+
+
+def _drive_rtt(emu: Any) -> None:
+    """``tcp_rcv_established(sk, skb)`` for each segment the connection's established sockets receive: the
+    client's data (accepted socket), its ACK (client: ACKs go out at once in a connection's quick-ACK start),
+    the reply (client), its ACK (accepted socket), the accepted socket's FIN (client; the rest of the close
+    reaches sockets no longer established)."""
+    port = TCP_PORTS["tcprtt"]
+    cli = tcp_sock(emu, port + 1, port, srtt_us=8 * 50)
+    conn = tcp_sock(emu, port, port + 1, srtt_us=8 * 50)
+    for sk in (conn, cli, cli, conn, cli):
+        emu.call("tcp_rcv_established", *_args(emu, "tcp_rcv_established", sk))
+
+
+def _pick_rtt(s: Side) -> Any:
+    """hists: each key and its count of segments (``cnt``, and the slots' total: the slots are round-trip
+    times)."""
+    return [[k, {"cnt": v["cnt"], "total": sum(v["slots"])}] for k, v in _pick_map("hists")(s)]
 
 
 def netns_inum() -> int:
@@ -603,6 +626,13 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
         "events (kprobe on oom_kill_process): every field (the killing and killed process being the workload, "
         "the memory cgroup's limit in pages, both comms); no process filter: the guest runs nothing else",
         setup=oom_cgroup, status=int(signal.SIGKILL)),
+    "tcprtt": GuestWorkload(
+        _tcp_exchange(TCP_PORTS["tcprtt"]), _drive_rtt, _pick_rtt,
+        [[{"family": socket.AF_INET, "addr": socket.inet_aton(ADDR).hex().ljust(32, "0")}, {"cnt": 5, "total": 5}]],
+        "hists by remote address (targ_raddr_hist, targ_show_ext): each key (family, address) and its count of "
+        "segments received by established sockets (5: data, reply, their ACKs, the first FIN), not the slots "
+        "nor the latency sum (round-trip times); no process filter: the guest runs nothing else",
+        overrides={"targ_raddr_hist": True, "targ_show_ext": True}, setup=loopback_up),
 }
 
 
@@ -704,6 +734,7 @@ def _run_real(tool: str, d: Path) -> Any:
     os.close(go_r)
     try:
         settings = t.settings(probe)
+        settings.globals.update(w.overrides)
         if w.pid_var:
             settings.globals[w.pid_var] = child
         with started(probe.kernel, t, settings) as st:
@@ -735,6 +766,7 @@ def run_emulated(tool: str) -> Any:
     w = GUEST_WORKLOADS[tool]
     t = TOOLS[tool]
     settings = t.settings(LiveProbe())
+    settings.globals.update(w.overrides)
     if w.pid_var:
         settings.globals[w.pid_var] = EMU_PID
     with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
