@@ -655,7 +655,7 @@ def tmpfs(path: Path) -> Iterator[Path]:
         libc.umount2(bytes(path), 2)  # MNT_DETACH
 
 
-class _Events:
+class EventReaders:
     """The tool's ring buffers and perf buffers, opened before the workload; :meth:`take` decodes what they
     hold (map name → records, as plain JSON values)."""
 
@@ -739,7 +739,7 @@ def _run_real(tool: str, d: Path) -> Any:
             settings.globals[w.pid_var] = child
         with started(probe.kernel, t, settings) as st:
             assert st.started and st.links, (st.failed, st.attach_failed)
-            events = _Events(tool, st.coll.maps, emulated=False)
+            events = EventReaders(tool, st.coll.maps, emulated=False)
             try:
                 _reset(st.coll.maps, w)
                 os.write(go_w, b"g")
@@ -771,7 +771,7 @@ def run_emulated(tool: str) -> Any:
         settings.globals[w.pid_var] = EMU_PID
     with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
         assert st.started and st.links, (st.failed, st.attach_failed)
-        events = _Events(tool, st.coll.maps, emulated=True)
+        events = EventReaders(tool, st.coll.maps, emulated=True)
         try:
             _reset(st.coll.maps, w)
             emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=COMM, task_struct=current_task(emu))

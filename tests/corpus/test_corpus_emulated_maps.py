@@ -31,13 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus_guest_workloads import GUEST_WORKLOADS, kstruct, run_emulated
-from corpus_harness import object_path, started, tool_names
+from corpus_guest_workloads import GUEST_WORKLOADS, EventReaders, kstruct, run_emulated
+from corpus_harness import started, tool_names
 from corpus_probes import LiveProbe
 from corpus_tools import TOOLS
 from corpus_workloads import MARK, WORKLOADS, Context, N, Output, memleak_user_mode, run
-
-from bpfmux.obj import load_object
 
 pytestmark = pytest.mark.usefixtures("corpus")
 
@@ -382,9 +380,7 @@ def _emulated(tool_name: str, ctx: Context) -> Output:
     from bpfmux.emu import Emulator
     from bpfmux.emu.vm.memory import AddressSpace
     from bpfmux.emu.vm.runtime import Task
-    from bpfmux.show.events import EventTypes
     from bpfmux.show.maps import read_map
-    from bpfmux.show.values import plain
     from bpfmux.uapi import MapType
 
     tool = TOOLS[tool_name]
@@ -397,27 +393,17 @@ def _emulated(tool_name: str, ctx: Context) -> Output:
         settings.globals[name] = value.format(**fill) if isinstance(value, str) else value
     if wl.pid_var:
         settings.globals[wl.pid_var] = EMU_PID
-    data = object_path(tool_name).read_bytes()
-    types = EventTypes(load_object(data), data, None)
     out = Output(pid=EMU_PID)
     with Emulator(btf=Btf.vmlinux()) as emu, started(emu, tool, settings) as st:
         assert st.started and st.links, (st.failed, st.attach_failed)
-        raw: dict[str, list[tuple[bytes, bool]]] = {}
-        readers, buffers = [], []
-        for name, m in st.coll.maps.items():
-            if int(m.type) == MapType.RINGBUF:
-                readers.append(m.reader(lambda d, n=name: raw.setdefault(n, []).append((bytes(d), False))))
-            elif int(m.type) == MapType.PERF_EVENT_ARRAY:
-                buffers += [(name, b) for b in m.open()]
-        user = AddressSpace()
-        emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=f"bpfmux-{wl.action[0]}", memory=user)
-        COMPARED[tool_name].drive(emu, ctx)
-        for r in readers:
-            r.poll(0)
-        for name, b in buffers:
-            raw.setdefault(name, []).extend((rec, True) for rec in b.drain())
-        for name, recs in raw.items():
-            out.events[name] = json.loads(json.dumps([plain(types.decode(rec, perf=perf)[0]) for rec, perf in recs]))
+        events = EventReaders(tool_name, st.coll.maps, emulated=True)
+        try:
+            user = AddressSpace()
+            emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=f"bpfmux-{wl.action[0]}", memory=user)
+            COMPARED[tool_name].drive(emu, ctx)
+            out.events.update(events.take())
+        finally:
+            events.close()
         for name, m in st.coll.maps.items():
             if int(m.type) not in (MapType.RINGBUF, MapType.PERF_EVENT_ARRAY, MapType.STACK_TRACE):
                 out.maps[name] = _plain_items(read_map(name, m, sum_cpus=False))
