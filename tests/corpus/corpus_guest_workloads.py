@@ -103,6 +103,12 @@ class GuestWorkload:
         manager: undone after the run).
     :ivar status: the child's wait status (``os.waitpid``) after the workload.
     :ivar overrides: the tool's global variables set as its command-line options would, on both sides.
+    :ivar attach: programs attached by hand to kernel functions (program → functions), as the tool's user
+        space does for the functions named on its command line.
+    :ivar configure: what the tool's user space writes into its maps after attach: ``configure(maps,
+        address_of, pid)`` (``address_of(function)``: the kernel function's address on that side).
+    :ivar event_type: the type of its event records, where their size does not tell (``bpfmux run
+        --event-type``).
     """
 
     act: Callable[[Path], None]
@@ -115,6 +121,9 @@ class GuestWorkload:
     setup: Callable[[], AbstractContextManager[Any]] | None = None
     status: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)
+    attach: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    configure: Callable[[dict[str, Any], Callable[[str], int], int], None] | None = None
+    event_type: str | None = None
 
     def expected(self, btf: Any) -> Any:
         """:attr:`want` on the kernel whose BTF is ``btf``."""
@@ -396,6 +405,62 @@ def _drive_oom(emu: Any) -> None:
     emu.call("oom_kill_process", oc, emu.alloc(b"Memory cgroup out of memory\0"))
 
 
+#: ksnoop's value bases (``enum arg``): the third argument, the return value
+KSNOOP_ARG3, KSNOOP_RETURN = 2, 5
+#: ksnoop's ``data_flags`` of an entry and of a return record
+KSNOOP_F_ENTRY, KSNOOP_F_RETURN = 0x4, 0x8
+
+
+def _configure_ksnoop(maps: dict[str, Any], address_of: Callable[[str], int], pid: int) -> None:
+    """What ``ksnoop -p PID "vfs_read(count, return)"`` writes: ``vfs_read``'s description at its address,
+    tracing its third argument (``size_t count``) on entry and its return value (``ssize_t``) on return, for
+    thread ``pid`` only (the type ids are the kernel BTF's ``size_t`` and ``ssize_t``)."""
+    from bpfmux.btf import Btf
+
+    btf = Btf.vmlinux()
+    ip = address_of("vfs_read")
+    traces = [{"name": "count", "base_arg": KSNOOP_ARG3, "size": 8, "type_id": btf.find("size_t", "typedef").id},
+              {"name": "return", "base_arg": KSNOOP_RETURN, "size": 8, "type_id": btf.find("ssize_t", "typedef").id}]
+    maps["ksnoop_func_map"][ip] = {"func": {"name": "vfs_read", "nr_args": 4, "ip": ip}, "nr_traces": len(traces),
+                                   "filter_pid": pid, "traces": traces}
+
+
+def _drive_ksnoop_reads(emu: Any) -> None:
+    """``_reads``' calls: ``vfs_read(file, buf, 1, pos)`` READS times, each reading its one byte (returns 1)."""
+    file = regular_file(emu, "f")
+    emu.function("vfs_read").body = lambda file, buf, count, pos: count
+    for _ in range(READS):
+        emu.call("vfs_read", file, 0, 1, 0)
+
+
+def _reads(d: Path) -> None:
+    fd = os.open(d / "f", os.O_RDONLY)
+    for _ in range(READS):
+        os.read(fd, 1)
+
+
+def _pick_ksnoop(s: Side) -> Any:
+    """The records: function name, the pid being the workload's, entry or return, each traced value's raw
+    value, error and bytes; not the task pointer, cpu and time."""
+    out = []
+    for e in s.events.get("ksnoop_perf_map", []):
+        data = [{k: d[k] for k in ("raw_value", "err", "buf_offset", "buf_len")} for d in e["trace_data"]]
+        out.append({"func": e["func"]["name"], "pid": e["pid"] == s.pid, "data_flags": e["data_flags"],
+                    "trace_data": data, "buf": e["buf"][:2 * e["buf_len"]] if isinstance(e["buf"], str) else e["buf"]})
+    return sorted(out, key=_order)
+
+
+def _ksnoop_records() -> list[Any]:
+    """READS entry records (``count`` = 1 in the first value) and READS return records (1 byte read, in the
+    second), each value's 8 bytes in the buffer."""
+    zero = {"raw_value": 0, "err": 0, "buf_offset": 0, "buf_len": 0}
+    one = {**zero, "raw_value": 1, "buf_len": 8}
+    common = {"func": "vfs_read", "pid": True, "buf": (1).to_bytes(8, "little").hex()}
+    entry = {**common, "data_flags": KSNOOP_F_ENTRY, "trace_data": [one, *[zero] * 5]}
+    ret = {**common, "data_flags": KSNOOP_F_RETURN, "trace_data": [zero, one, *[zero] * 4]}
+    return sorted([entry] * READS + [ret] * READS, key=_order)
+
+
 def _tcp_exchange(port: int) -> Callable[[Path], None]:
     """One TCP connection over loopback, both ends the workload's: a listener on ``ADDR:port`` (backlog
     BACKLOG), a client bound to ``ADDR:port+1`` connecting to it; the client sends SENT bytes, the accepted
@@ -633,6 +698,12 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
         "segments received by established sockets (5: data, reply, their ACKs, the first FIN), not the slots "
         "nor the latency sum (round-trip times); no process filter: the guest runs nothing else",
         overrides={"targ_raddr_hist": True, "targ_show_ext": True}, setup=loopback_up),
+    "ksnoop": GuestWorkload(
+        _reads, _drive_ksnoop_reads, _pick_ksnoop, _ksnoop_records(),
+        "records (kprobe and kretprobe on vfs_read, described as ksnoop's user space does for \"vfs_read(count, "
+        "return)\" with -p): function, pid, entry or return, each value's raw value, error and bytes; not the "
+        "task pointer, cpu and time", attach={"kprobe_entry": ("vfs_read",), "kprobe_return": ("vfs_read",)},
+        configure=_configure_ksnoop, event_type="trace"),
 }
 
 
@@ -659,12 +730,12 @@ class EventReaders:
     """The tool's ring buffers and perf buffers, opened before the workload; :meth:`take` decodes what they
     hold (map name → records, as plain JSON values)."""
 
-    def __init__(self, tool: str, maps: dict[str, Any], emulated: bool) -> None:
+    def __init__(self, tool: str, maps: dict[str, Any], emulated: bool, event_type: str | None = None) -> None:
         from bpfmux.show.events import EventTypes
         from bpfmux.uapi import MapType
 
         data = object_path(tool).read_bytes()
-        self.types = EventTypes(load_object(data), data, None)
+        self.types = EventTypes(load_object(data), data, event_type)
         self.raw: dict[str, list[tuple[bytes, bool]]] = {}
         self.readers: list[Any] = []
         self.perf: list[tuple[str, Any]] = []
@@ -705,6 +776,33 @@ def _reset(maps: dict[str, Any], w: GuestWorkload) -> None:
             m[name] = [0] * len(value) if isinstance(value, list) else 0
 
 
+def _settings(tool: str, probe: LiveProbe, pid: int) -> Any:
+    """The settings ``tool`` chooses on ``probe``'s kernel, with its workload's overrides, hand attaches and
+    ``pid`` in its process filter."""
+    w = GUEST_WORKLOADS[tool]
+    settings = TOOLS[tool].settings(probe)
+    settings.globals.update(w.overrides)
+    if w.pid_var:
+        settings.globals[w.pid_var] = pid
+    for prog, functions in w.attach.items():
+        settings.skip_attach.pop(prog, None)
+        settings.attach[prog] = list(functions)
+    return settings
+
+
+def kallsyms_address(function: str) -> int:
+    """``function``'s address in this kernel (``/proc/kallsyms``).
+
+    :raises LookupError: no such text symbol (or addresses hidden: kptr_restrict).
+    """
+    with open("/proc/kallsyms") as f:
+        for line in f:
+            addr, kind, name = line.split()[:3]
+            if name == function and kind in "tT" and int(addr, 16):
+                return int(addr, 16)
+    raise LookupError(f"{function} is not in /proc/kallsyms (or its addresses are hidden)")
+
+
 def run_real(tool: str, d: Path) -> Any:
     """``tool`` on this (the guest's) kernel, a forked child doing the workload in ``d`` (a tmpfs holding
     the file ``f``); the picked values."""
@@ -733,15 +831,14 @@ def _run_real(tool: str, d: Path) -> Any:
             os._exit(code)
     os.close(go_r)
     try:
-        settings = t.settings(probe)
-        settings.globals.update(w.overrides)
-        if w.pid_var:
-            settings.globals[w.pid_var] = child
+        settings = _settings(tool, probe, child)
         with started(probe.kernel, t, settings) as st:
             assert st.started and st.links, (st.failed, st.attach_failed)
-            events = EventReaders(tool, st.coll.maps, emulated=False)
+            events = EventReaders(tool, st.coll.maps, emulated=False, event_type=w.event_type)
             try:
                 _reset(st.coll.maps, w)
+                if w.configure is not None:
+                    w.configure(st.coll.maps, kallsyms_address, child)
                 os.write(go_w, b"g")
                 _, status = os.waitpid(child, 0)
                 pid, child = child, 0
@@ -765,15 +862,14 @@ def run_emulated(tool: str) -> Any:
 
     w = GUEST_WORKLOADS[tool]
     t = TOOLS[tool]
-    settings = t.settings(LiveProbe())
-    settings.globals.update(w.overrides)
-    if w.pid_var:
-        settings.globals[w.pid_var] = EMU_PID
+    settings = _settings(tool, LiveProbe(), EMU_PID)
     with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
         assert st.started and st.links, (st.failed, st.attach_failed)
-        events = EventReaders(tool, st.coll.maps, emulated=True)
+        events = EventReaders(tool, st.coll.maps, emulated=True, event_type=w.event_type)
         try:
             _reset(st.coll.maps, w)
+            if w.configure is not None:
+                w.configure(st.coll.maps, lambda f: int(emu.function(f).addr), EMU_PID)
             emu.vm.task = Task(pid=EMU_PID, tgid=EMU_PID, comm=COMM, task_struct=current_task(emu))
             w.drive(emu)
             return w.pick(Side(st.coll.maps, events.take(), EMU_PID))

@@ -341,11 +341,6 @@ NOT_COMPARED: dict[str, str] = {
     "klockstat": ("times the mutexes and rw-semaphores the workload's system calls take: which locks the "
                   "kernel takes, through which stacks, is its implementation (an emulated run would replay "
                   "the guest's lock calls, not check them), and the times are the run's own"),
-    "ksnoop": ("its programs do nothing until its user space describes each traced function (struct trace: "
-               "the arguments' BTF types, sizes and members, from ksnoop.c's walk of the kernel's BTF) in "
-               "ksnoop_func_map at the function's address and attaches them to the functions named on its "
-               "command line; the corpus settings do not reproduce that set-up, so nothing runs on either "
-               "kernel"),
     **{t: _SCHED for t in ("cpudist", "offcputime", "runqlat", "runqslower", "wakeuptime")},
     **{t: _SAMPLE for t in ("profile", "runqlen", "cpufreq")},
     "llcstat": _SAMPLE + "; and it needs a hardware PMU this machine lacks",
