@@ -745,8 +745,8 @@ class EventReaders:
             elif int(m.type) == MapType.PERF_EVENT_ARRAY:
                 if emulated:
                     self.perf += [(name, b) for b in m.open()]
-                else:
-                    self.readers.append(r := m.reader())
+                else:  # 64 pages a CPU: ksnoop's records are 4 KiB each
+                    self.readers.append(r := m.reader(pages=64))
                     self.perf.append((name, r))
 
     def take(self) -> dict[str, list[Any]]:
@@ -758,6 +758,8 @@ class EventReaders:
         for name, b in self.perf:
             got = b.drain()
             self.raw.setdefault(name, []).extend((d if isinstance(d, bytes) else d[1], True) for d in got)
+            lost = b.lost if isinstance(b.lost, int) else sum(b.lost.values())
+            assert not lost, f"{name}: {lost} records lost (a perf buffer too small for the workload's records)"
         return {name: json.loads(json.dumps([plain(self.types.decode(rec, perf=perf)[0]) for rec, perf in recs]))
                 for name, recs in self.raw.items()}
 
