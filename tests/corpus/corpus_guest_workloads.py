@@ -40,14 +40,8 @@ from bpfmux.obj import load_object
 
 #: the emulated workload's process (pid = tgid)
 EMU_PID = 4242
-def _order(value: Any) -> str:
-    """A sort key for JSON values (dicts by content, whatever their keys' order)."""
-    return json.dumps(value, sort_keys=True)
-
-
 #: ``FMODE_CREATED``: ``file->f_mode`` of a file its open created
 FMODE_CREATED = 0x100000
-
 #: bytes the TCP workload's client sends, and the server's reply
 SENT, REPLY = 100, 60
 #: TCP states (``include/net/tcp_states.h``): a connected socket's, a connecting one's until the SYN-ACK is
@@ -71,6 +65,11 @@ CAP_SYS_NICE = 23
 PAGE_SIZE = 4096
 #: a regular file's mode (``S_IFREG | 0644``)
 REG_MODE = stat.S_IFREG | 0o644
+
+
+def _order(value: Any) -> str:
+    """A sort key for JSON values (dicts by content, whatever their keys' order)."""
+    return json.dumps(value, sort_keys=True)
 
 
 @dataclass
@@ -195,6 +194,7 @@ def current_task(emu: Any) -> int:
 # --- the workloads ----------------------------------------------------------------------------------------
 
 def _read_write(d: Path) -> None:
+    """READS reads of one byte and WRITES writes of two bytes on the file ``f``."""
     fd = os.open(d / "f", os.O_RDWR)
     for _ in range(READS):
         os.read(fd, 1)
@@ -237,11 +237,7 @@ def _vfs_all(d: Path) -> None:
     """Calls of the functions vfsstat counts: open (of ``f``), READS reads, WRITES writes, mknod of a regular
     file (``vfs_create``), its unlink, mkdir and rmdir. Not fsync(2): the guest's kernel does not count it
     (measured 0: its ``do_fsync`` has the one-line ``vfs_fsync`` inlined), so its counter stays 0."""
-    fd = os.open(d / "f", os.O_RDWR)
-    for _ in range(READS):
-        os.read(fd, 1)
-    for _ in range(WRITES):
-        os.write(fd, b"ab")
+    _read_write(d)
     os.mknod(d / "n", REG_MODE)
     os.unlink(d / "n")
     os.mkdir(d / "d")
@@ -425,18 +421,10 @@ def _configure_ksnoop(maps: dict[str, Any], address_of: Callable[[str], int], pi
                                    "filter_pid": pid, "traces": traces}
 
 
-def _drive_ksnoop_reads(emu: Any) -> None:
-    """``_reads``' calls: ``vfs_read(file, buf, 1, pos)`` READS times, each reading its one byte (returns 1)."""
-    file = regular_file(emu, "f")
+def _drive_ksnoop(emu: Any) -> None:
+    """``_read_write``'s calls, each ``vfs_read`` reading the byte it asks for (returning 1)."""
     emu.function("vfs_read").body = lambda file, buf, count, pos: count
-    for _ in range(READS):
-        emu.call("vfs_read", file, 0, 1, 0)
-
-
-def _reads(d: Path) -> None:
-    fd = os.open(d / "f", os.O_RDONLY)
-    for _ in range(READS):
-        os.read(fd, 1)
+    _drive_read_write(emu)
 
 
 def _pick_ksnoop(s: Side) -> Any:
@@ -699,7 +687,7 @@ GUEST_WORKLOADS: dict[str, GuestWorkload] = {
         "nor the latency sum (round-trip times); no process filter: the guest runs nothing else",
         overrides={"targ_raddr_hist": True, "targ_show_ext": True}, setup=loopback_up),
     "ksnoop": GuestWorkload(
-        _reads, _drive_ksnoop_reads, _pick_ksnoop, _ksnoop_records(),
+        _read_write, _drive_ksnoop, _pick_ksnoop, _ksnoop_records(),
         "records (kprobe and kretprobe on vfs_read, described as ksnoop's user space does for \"vfs_read(count, "
         "return)\" with -p): function, pid, entry or return, each value's raw value, error and bytes; not the "
         "task pointer, cpu and time", attach={"kprobe_entry": ("vfs_read",), "kprobe_return": ("vfs_read",)},
