@@ -826,6 +826,10 @@ def _run_real(tool: str, d: Path) -> Any:
             assert st.started and st.links, (st.failed, st.attach_failed)
             events = EventReaders(tool, st.coll.maps, emulated=False, event_type=w.event_type)
             try:
+                # a first reading, before the workload: its imports would otherwise open and read files while
+                # the probes count (vfsstat counts every process's opens and reads)
+                w.pick(Side(st.coll.maps, events.take(), child))
+                events.raw.clear()
                 _reset(st.coll.maps, w)
                 if w.configure is not None:
                     w.configure(st.coll.maps, kallsyms_address, child)
