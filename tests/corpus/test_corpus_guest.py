@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from corpus_guest_workloads import GUEST_WORKLOADS, run_emulated, run_real, tmpfs
 from corpus_harness import started, tool_names
 from corpus_probes import LiveProbe
 from corpus_tools import TOOLS
@@ -73,149 +74,14 @@ def test_fentry_verdicts_match_the_guest_kernel(tool: str) -> None:
     assert judged and any(kernel_v[n][0] == ACCEPT for n in judged), kernel_v
 
 
-#: reads the funclatency workload makes
-READS = 5
-
-
-def _funclatency_maps(coll: object) -> dict[str, object]:
-    """funclatency's maps the workload determines: the histogram's total (its slots are latencies, each run's
-    own) and the entries left in ``starts`` (every entry is deleted at return)."""
-    from bpfmux.show.maps import read_map
-
-    maps = coll.maps  # type: ignore[attr-defined]
-    hist = dict(read_map(".bss", maps[".bss"], sum_cpus=True).entries)["hist"]
-    return {"total": sum(hist), "starts": len(read_map("starts", maps["starts"], sum_cpus=True).entries)}
-
-
-def test_funclatency_maps_equal_the_emulated_kernel(tmp_path) -> None:
-    """funclatency vfs_read on the guest's kernel (fentry/fexit, targ_tgid a forked child that makes READS
-    read(2) calls on a file and exits) and in the emulated kernel (the same settings, READS calls of
-    vfs_read by the filtered process): the same histogram total (latencies themselves differ, so the slots
-    are not compared) and no start left behind."""
+@pytest.mark.parametrize("tool", sorted(GUEST_WORKLOADS))
+def test_maps_equal_the_emulated_kernel(tool: str, tmp_path) -> None:
+    """The tool on the guest's kernel, a forked child doing its workload (``corpus_guest_workloads``) on a
+    tmpfs, shows exactly what the workload determines; the same object in the emulated kernel, with the
+    same settings and the workload's calls of the probed functions, shows the same."""
     from bpfmux.btf import Btf
-    from bpfmux.emu import Emulator
-    from bpfmux.emu.vm.runtime import Task
 
-    probe = LiveProbe()
-    t = TOOLS["funclatency"]
-    path = tmp_path / "f"
-    path.write_bytes(b"x" * 64)
-    go_r, go_w = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child: wait, read READS times, leave without cleanup
-        try:
-            os.close(go_w)
-            os.read(go_r, 1)  # entered before the probes are attached: its return is not counted
-            fd = os.open(path, os.O_RDONLY)
-            for _ in range(READS):
-                os.read(fd, 1)
-        finally:
-            os._exit(0)
-    os.close(go_r)
-    try:
-        settings = t.settings(probe)
-        settings.globals["targ_tgid"] = child
-        with started(probe.kernel, t, settings) as st:
-            assert st.started and st.links, (st.failed, st.attach_failed)
-            os.write(go_w, b"g")
-            os.waitpid(child, 0)
-            child = 0
-            real = _funclatency_maps(st.coll)
-    finally:
-        os.close(go_w)
-        if child:
-            os.kill(child, 9)
-            os.waitpid(child, 0)
-    assert real == {"total": READS, "starts": 0}, real
-    settings = t.settings(probe)
-    settings.globals["targ_tgid"] = 4242
-    with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
-        assert st.started and st.links, (st.failed, st.attach_failed)
-        emu.vm.task = Task(pid=4242, tgid=4242, comm="python3")
-        for _ in range(READS):
-            emu.call("vfs_read", 0, 0, 1, 0)
-        assert _funclatency_maps(st.coll) == real
-
-
-#: writes of two bytes the filetop workload makes (besides its READS reads of one byte)
-WRITES = 3
-#: the filetop workload's comm
-FILETOP_COMM = "bpfmux-filetop"
-
-
-def _filetop_values(coll: object, pid: int) -> list[dict[str, object]]:
-    """filetop's entries of process ``pid``: every value field but the pid and tid (each run's own), which
-    must be ``pid``'s only thread; the keys' device and inode numbers are the file's and not compared."""
-    from bpfmux.show.maps import read_map
-    from bpfmux.show.values import plain
-
-    out = []
-    for _, v in read_map("entries", coll.maps["entries"], sum_cpus=True).entries:  # type: ignore[attr-defined]
-        v = plain(v)
-        if v["pid"] == pid:
-            assert v["tid"] == pid, v
-            out.append({k: x for k, x in v.items() if k not in ("pid", "tid")})
-    return out
-
-
-def test_filetop_maps_equal_the_emulated_kernel(tmp_path) -> None:
-    """filetop on the guest's kernel (kprobes on vfs_read and vfs_write, target_pid a forked child that opens
-    a regular file, reads one byte READS times and writes two bytes WRITES times) and in the emulated kernel
-    (the same settings, the same calls of vfs_read/vfs_write on a ``struct file`` of a regular file named
-    ``f``): the same counts, byte counts, comm, file name and type."""
-    from test_corpus_emulated_maps import kstruct
-
-    from bpfmux.btf import Btf
-    from bpfmux.emu import Emulator
-    from bpfmux.emu.vm.runtime import Task
-
-    probe = LiveProbe()
-    t = TOOLS["filetop"]
-    path = tmp_path / "f"
-    path.write_bytes(b"x" * 64)
-    go_r, go_w = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child
-        try:
-            os.close(go_w)
-            with open("/proc/self/comm", "w") as f:
-                f.write(FILETOP_COMM)
-            os.read(go_r, 1)  # its kprobe fired before the probes were attached
-            fd = os.open(path, os.O_RDWR)
-            for _ in range(READS):
-                os.read(fd, 1)
-            for _ in range(WRITES):
-                os.write(fd, b"ab")
-        finally:
-            os._exit(0)
-    os.close(go_r)
-    try:
-        settings = t.settings(probe)
-        settings.globals["target_pid"] = child
-        with started(probe.kernel, t, settings) as st:
-            assert st.started and st.links, (st.failed, st.attach_failed)
-            os.write(go_w, b"g")
-            os.waitpid(child, 0)
-            pid, child = child, 0
-            real = _filetop_values(st.coll, pid)
-    finally:
-        os.close(go_w)
-        if child:
-            os.kill(child, 9)
-            os.waitpid(child, 0)
-    assert len(real) == 1 and real[0]["reads"] == READS and real[0]["writes"] == WRITES, real
-    assert real[0]["comm"] == FILETOP_COMM and real[0]["filename"] == "f", real
-    settings = t.settings(probe)
-    settings.globals["target_pid"] = 4242
-    with Emulator(btf=Btf.vmlinux()) as emu, started(emu, t, settings) as st:
-        assert st.started and st.links, (st.failed, st.attach_failed)
-        emu.vm.task = Task(pid=4242, tgid=4242, comm=FILETOP_COMM)
-        sb = kstruct(emu, "super_block", {"s_dev": 42})
-        inode = kstruct(emu, "inode", {"i_mode": 0o100644, "i_ino": 7, "i_sb": sb})
-        dentry = kstruct(emu, "dentry", {"d_name.name": emu.alloc(b"f\0")})
-        file = kstruct(emu, "file", {"f_inode": inode, "f_path.dentry": dentry})
-        for _ in range(READS):
-            emu.call("vfs_read", file, 0, 1, 0)
-        for _ in range(WRITES):
-            emu.call("vfs_write", file, 0, 2, 0)
-        assert _filetop_values(st.coll, 4242) == real
+    with tmpfs(tmp_path / "fs") as d:
+        real = run_real(tool, d)
+    assert real == GUEST_WORKLOADS[tool].expected(Btf.vmlinux()), real
+    assert run_emulated(tool) == real

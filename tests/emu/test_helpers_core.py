@@ -9,7 +9,7 @@ import pytest
 
 from bpfmux.emu import VM, AddressSpace, Clock, RunContext, Task
 from bpfmux.emu.vm.helpers import HelperTable
-from bpfmux.errors import BpfmuxError, EmulatorFault
+from bpfmux.errors import BpfmuxError, EmulatorFault, NotSupportedError
 from bpfmux.isa.asm import assemble
 
 M64 = 2**64 - 1
@@ -54,6 +54,18 @@ class TestClockAndTask:
         assert both(vm, "call 15\nexit").r0 == (100 << 32) | 1000
         other = RunContext(task=Task(pid=5, tgid=5, comm="a-very-long-command-name"))
         assert both(vm, "call 14\nexit", context=other).r0 == (5 << 32) | 5
+
+    def test_current_task_struct(self, vm):
+        """bpf_get_current_task (35) and bpf_get_current_task_btf (158) give the task_struct the caller
+        placed for the task; a task without one is refused, saying what to give."""
+        vm.task = Task(pid=7, tgid=7, task_struct=0xFFFF_8880_0123_4000)
+        assert both(vm, "call 35\nexit").r0 == 0xFFFF_8880_0123_4000
+        assert both(vm, "call 158\nexit").r0 == 0xFFFF_8880_0123_4000
+        vm.task = Task(pid=7, tgid=7)
+        for hid in (35, 158):
+            for tier in ("checked", "fast"):
+                with pytest.raises(NotSupportedError, match="Task.task_struct"):
+                    vm.load(assemble(f"call {hid}\nexit")).run(tier=tier)
 
     def test_get_current_comm(self, vm):
         vm.task = Task(comm="a-very-long-command-name")

@@ -52,6 +52,9 @@ class Task:
     :ivar memory: the task's user memory, read by ``bpf_probe_read_user*``
         (``None``: every user read fails with ``-EFAULT``).
     :ivar cgroup: the task's cgroup v2 path (``bpf_current_task_under_cgroup``).
+    :ivar task_struct: the address of the task's ``struct task_struct`` in kernel memory, what
+        ``bpf_get_current_task`` and ``bpf_get_current_task_btf`` return (0: the emulated kernel has none
+        for this task, and those helpers raise ``NotSupportedError``).
     """
 
     pid: int = 1
@@ -61,6 +64,7 @@ class Task:
     gid: int = 0
     memory: AddressSpace | None = None
     cgroup: str = "/"
+    task_struct: int = 0
 
     def comm_bytes(self) -> bytes:
         """``comm`` as the kernel stores it: at most 15 bytes and a NUL."""

@@ -8,8 +8,9 @@ implements, with the kernel's semantics and return values:
   ``map_lookup_percpu_elem``, ``for_each_map_elem``;
 * time, task, CPU: ``ktime_get_ns`` (and ``_boot``, ``_coarse``, ``_tai``),
   ``jiffies64``, ``get_current_pid_tgid``, ``get_current_uid_gid``,
-  ``get_current_comm``, ``get_smp_processor_id``, ``get_numa_node_id``,
-  ``get_prandom_u32``;
+  ``get_current_comm``, ``get_current_task`` and ``get_current_task_btf``
+  (the ``task_struct`` a test placed, ``Task.task_struct``),
+  ``get_smp_processor_id``, ``get_numa_node_id``, ``get_prandom_u32``;
 * memory: ``probe_read_kernel``/``_user`` (and ``_str``), legacy
   ``probe_read``/``probe_read_str``;
 * output: ``trace_printk``, ``trace_vprintk``, ``snprintf``,

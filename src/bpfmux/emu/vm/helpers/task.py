@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 
+from ....errors import NotSupportedError
 from ....uapi import HelperId as H
 from ..runtime import RunState
 from .table import helper
@@ -51,6 +52,33 @@ def get_current_uid_gid(rs: RunState, *_: int) -> int:
     """``u64 bpf_get_current_uid_gid(void)``: ``gid << 32 | uid``."""
     t = rs.task
     return ((t.gid & 0xFFFFFFFF) << 32) | (t.uid & 0xFFFFFFFF)
+
+
+def _task_struct(rs: RunState, name: str) -> int:
+    if not rs.task.task_struct:
+        raise NotSupportedError("the current task's task_struct",
+                                f"bpf_{name} needs the current task's struct task_struct: the "
+                                "emulated kernel has none unless given (Task.task_struct: its address in kernel "
+                                "memory, e.g. from Emulator.alloc)")
+    return rs.task.task_struct
+
+
+@helper(H.get_current_task, "get_current_task")
+def get_current_task(rs: RunState, *_: int) -> int:
+    """``u64 bpf_get_current_task(void)``: the current task's ``struct task_struct`` (``Task.task_struct``).
+
+    :raises NotSupportedError: the current task has none.
+    """
+    return _task_struct(rs, "get_current_task")
+
+
+@helper(H.get_current_task_btf, "get_current_task_btf")
+def get_current_task_btf(rs: RunState, *_: int) -> int:
+    """``struct task_struct *bpf_get_current_task_btf(void)``: the same address, typed (``Task.task_struct``).
+
+    :raises NotSupportedError: the current task has none.
+    """
+    return _task_struct(rs, "get_current_task_btf")
 
 
 @helper(H.get_current_comm, "get_current_comm")
