@@ -12,6 +12,8 @@ run with ``BPF_PROG_TEST_RUN`` by bpfmux itself, on either kernel.
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
 import sys
 import time
@@ -360,15 +362,28 @@ class Session:
         """``time.monotonic()`` of the next ``interval`` probe (``None``: none)."""
         return min((t for t, _, _ in self._intervals), default=None)
 
-    def poll(self, timeout: float) -> None:
-        """Deliver events for up to ``timeout`` seconds; fire due ``interval`` probes."""
+    def poll(self, timeout: float, wake_fd: int | None = None) -> None:
+        """Deliver events for up to ``timeout`` seconds; fire due ``interval`` probes.
+
+        :param wake_fd: also return as soon as this fd is readable (the command line passes the read end
+            of its signal wake-up pipe, so Ctrl-C ends the wait at once instead of after ``timeout``);
+            what it holds is read and discarded.
+        """
         if self._ring is None:
             return
         now = time.monotonic()
         nxt = self.next_interval
         if nxt is not None:
             timeout = max(0.0, min(timeout, nxt - now))
-        self._ring.poll(timeout)
+        fileno = getattr(self._ring, "fileno", None)
+        if wake_fd is None or fileno is None:
+            self._ring.poll(timeout)
+        else:
+            if self._ring.available() <= 0:
+                ready, _, _ = select.select([fileno(), wake_fd], [], [], timeout)
+                if wake_fd in ready:
+                    _drain_fd(wake_fd)
+            self._ring.consume()
         self.fire_intervals()
 
     def fire_intervals(self, force: bool = False) -> None:
@@ -545,6 +560,14 @@ def _put(m: api.Map, key: Any, size: int) -> None:
         m[key] = bytes(size)
     except (ParseError, TypeError, ValueError):
         m[key] = 0
+
+
+def _drain_fd(fd: int) -> None:
+    """Read and discard what a non-blocking fd holds (at most 64 KiB)."""
+    try:
+        os.read(fd, 65536)
+    except (BlockingIOError, InterruptedError):
+        pass
 
 
 def _cat(path: str) -> str:
