@@ -299,9 +299,7 @@ class LiveKernel(api.Kernel):
         if self._closed:
             return
         self._closed = True
-        from .links import close_all
-
-        close_all(list(self._owned.values()))
+        api.close_all(list(self._owned.values()))
 
     @property
     def closed(self) -> bool:
