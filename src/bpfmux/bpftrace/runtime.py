@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import select
-import subprocess
 import sys
 import time
 from collections.abc import Hashable
@@ -583,6 +582,8 @@ def _cat(path: str) -> str:
 
 
 def _system(cmd: str) -> str:
+    import subprocess  # only scripts calling system() pay for it
+
     try:
         r = subprocess.run(cmd, shell=True, capture_output=True, check=False)
     except OSError as e:

@@ -14,7 +14,6 @@ callers compute the value again.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import tempfile
@@ -66,6 +65,8 @@ def read_json(path: Path) -> Any:
         data = f.read(MAX_CACHE_BYTES + 1)
     if len(data) > MAX_CACHE_BYTES:
         return None
+    import json  # imported when a cache is read: start-up time matters to tools
+
     try:
         return json.loads(data)
     except ValueError:
@@ -75,6 +76,8 @@ def read_json(path: Path) -> Any:
 def write_json(path: Path, value: Any) -> None:
     """Replace ``path`` with ``value`` as JSON through a private temporary
     file (best effort: errors are ignored)."""
+    import json
+
     with contextlib.suppress(OSError, TypeError, ValueError):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)  # O_EXCL, mode 0600
         try:
