@@ -407,6 +407,16 @@ class Kernel(Closable):
         :raises BpfError: the kernel refused (sizes, flags, memory).
         """
 
+    def detach_all(self, links: Iterable[Link]) -> None:
+        """Close every link as fast as this kernel allows (the live one closes
+        them on several threads: a perf event's or a uprobe's detach waits for
+        the kernel's grace period, and those overlap); all of them even if
+        one fails.
+
+        :raises BaseException: the first error a close raised, after every link was closed.
+        """
+        close_all(links)
+
     # -- what the kernel has ------------------------------------------------
 
     @abc.abstractmethod

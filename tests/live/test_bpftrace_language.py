@@ -81,3 +81,29 @@ def test_quiet_and_output_file(oracle: None, tmp_path) -> None:
         r = _run([*tool, "-q", "-o", str(out), "-e", prog])
         assert r.returncode == 0 and r.stdout == "\n\n"  # bpftrace writes these two to stdout even with -o
         assert out.read_text() == "x\n@: 1\n"
+
+
+def test_the_event_wait_ends_when_the_wake_fd_is_readable(root_required: None) -> None:
+    # the command line passes its signal wake-up pipe: Ctrl-C must end the wait for events at once
+    import io
+    import time
+
+    from bpfmux.bpftrace.runtime import Options, Session, compile_script
+    from bpfmux.live import LiveKernel
+
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    kernel = LiveKernel()
+    try:
+        script = compile_script('tracepoint:syscalls:sys_enter_getppid { @ = count(); }', kernel, Options())
+        with Session(script, kernel, Options(), out=io.StringIO()) as session:
+            session.start()
+            os.write(w, b"\x02")
+            t = time.monotonic()
+            session.poll(60.0, r)
+            assert time.monotonic() - t < 30.0  # returned because of the fd, long before the 60 s timeout
+            with pytest.raises(BlockingIOError):
+                os.read(r, 1)  # what the pipe held was read
+    finally:
+        kernel.close()
+        os.close(r)
+        os.close(w)

@@ -98,6 +98,17 @@ def test_results_are_cached_on_disk(tmp_path, monkeypatch) -> None:
     assert second.prog_type(ProgType.KPROBE) == answer
 
 
+def test_a_new_probe_reaches_the_disk_cache_without_save(tmp_path, monkeypatch) -> None:
+    # each run of a tool probes what it needs: the next run must find it on disk (a link probe costs ~30 ms)
+    answer = feat.Features(tmp_path).link_type(LinkType.RAW_TRACEPOINT)
+
+    def refuse(*a, **k):
+        raise AssertionError("a cached probe must not load anything")
+
+    monkeypatch.setattr(feat._sys, "prog_load", refuse)
+    assert feat.Features(tmp_path).link_type(LinkType.RAW_TRACEPOINT) == answer
+
+
 def test_cli_json(capsys) -> None:
     assert main(["features", "--json", "--only", "map_types", "--helpers", "raw_tracepoint"]) == 0
     data = json.loads(capsys.readouterr().out)

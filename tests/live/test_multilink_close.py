@@ -84,3 +84,29 @@ def test_fd_link_close_closes_everything_it_owns_when_one_close_fails():
     assert link.closed
     link.close()
     assert [x.closes for x in [fd, *owned]] == [1, 1, 1, 1]
+
+
+def test_live_kernel_detach_all_closes_concurrently_and_raises_the_first_error():
+    # bpfmux bpftrace detaches every probe through Kernel.detach_all: the live kernel closes the links on
+    # threads (each perf-event or uprobe detach waits for a grace period), all of them even when one fails
+    from bpfmux.live import LiveKernel
+
+    barrier = threading.Barrier(3)
+
+    class Waiting(Fake):
+        def close(self) -> None:
+            fail, self.fail = self.fail, None
+            super().close()
+            barrier.wait(timeout=30)
+            if fail is not None:
+                raise fail
+
+    items = [Waiting(), Waiting(OSError(5, "boom")), Waiting()]
+    kernel = LiveKernel()
+    try:
+        with pytest.raises(OSError, match="boom"):
+            kernel.detach_all(items)
+    finally:
+        kernel.close()
+    assert [x.closes for x in items] == [1, 1, 1]
+    assert len({x.thread for x in items}) == 3

@@ -509,6 +509,16 @@ def test_btf_ids_cache_writer_never_follows_a_planted_symlink(tmp_path: Path,
     assert [p.name for p in root.iterdir()] == [planted.name]
 
 
+def test_a_cache_dir_of_ours_only_readable_by_others_is_made_private_and_used(tmp_path: Path) -> None:
+    from bpfmux.host.cache import cache_dir
+
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    d.chmod(0o755)  # as another tool may have made ~/.cache/bpfmux: nobody else could write in it
+    assert cache_dir(d) == d
+    assert d.stat().st_mode & 0o777 == 0o700
+
+
 @pytest.mark.parametrize("problem", ["open to others", "another owner", "a file"])
 def test_a_cache_dir_others_could_plant_in_is_not_used(tmp_path: Path, problem: str) -> None:
     from bpfmux.host.cache import cache_dir

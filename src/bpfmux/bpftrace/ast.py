@@ -9,7 +9,7 @@ records differ per tracepoint).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .errors import Loc
 
@@ -51,49 +51,60 @@ BUILTINS = frozenset({"args", "cgroup", "comm", "cpid", "numaid", "cpu", "ctx", 
                      | {f"arg{i}" for i in range(10)} | {f"sarg{i}" for i in range(10)})  # fmt: skip
 
 
-@dataclass(eq=False)
-class Expr:
+class _Node:
+    """What every node shares: the repr a dataclass would generate, written once (generating one per node
+    class is start-up time a tool's user waits for)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)  # type: ignore[arg-type]
+        return f"{type(self).__qualname__}({shown})"
+
+
+@dataclass(eq=False, repr=False)
+class Expr(_Node):
     """Any expression."""
 
     loc: Loc
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Int(Expr):
     """An integer literal (``-1`` included: the parser folds the sign)."""
 
     value: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Str(Expr):
     """A string literal (its decoded value)."""
 
     value: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Ident(Expr):
     """A bare name that is not a builtin: a stack mode (``perf``), an enum value, a type in ``sizeof``."""
 
     name: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Builtin(Expr):
     """A builtin variable (``pid``, ``comm``, ``args``, ``arg0`` …)."""
 
     name: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Var(Expr):
     """A scratch variable ``$name``."""
 
     name: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class MapRef(Expr):
     """A map ``@name`` or ``@name[k1, k2]`` (``keys`` is empty without a key)."""
 
@@ -101,14 +112,14 @@ class MapRef(Expr):
     keys: list[Expr] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Param(Expr):
     """A positional parameter ``$N`` (``n`` ≥ 1) or ``$#`` (``n`` = 0)."""
 
     n: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Call(Expr):
     """A call of a builtin function."""
 
@@ -116,7 +127,7 @@ class Call(Expr):
     args: list[Expr] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Binop(Expr):
     """``left OP right``."""
 
@@ -125,7 +136,7 @@ class Binop(Expr):
     right: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Unop(Expr):
     """``OP expr`` (``-``, ``!``, ``~``, ``*``, ``++``, ``--``) or ``expr++``/``expr--`` (``postfix``)."""
 
@@ -134,7 +145,7 @@ class Unop(Expr):
     postfix: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Ternary(Expr):
     """``cond ? left : right``."""
 
@@ -143,7 +154,7 @@ class Ternary(Expr):
     right: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FieldAccess(Expr):
     """``expr.field`` or ``expr->field`` (``arrow``)."""
 
@@ -152,7 +163,7 @@ class FieldAccess(Expr):
     arrow: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class TupleIndex(Expr):
     """``tuple.N``."""
 
@@ -160,7 +171,7 @@ class TupleIndex(Expr):
     index: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Index(Expr):
     """``expr[index]`` on an array or a pointer."""
 
@@ -168,7 +179,7 @@ class Index(Expr):
     index: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Cast(Expr):
     """``(type)expr``, ``(type *)expr`` (``ptr`` levels of ``*``)."""
 
@@ -177,28 +188,28 @@ class Cast(Expr):
     expr: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Tuple(Expr):
     """``(a, b, …)``."""
 
     elems: list[Expr]
 
 
-@dataclass(eq=False)
-class Stmt:
+@dataclass(eq=False, repr=False)
+class Stmt(_Node):
     """Any statement."""
 
     loc: Loc
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ExprStmt(Stmt):
     """An expression evaluated for its effect (a call, ``@x++``)."""
 
     expr: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AssignMap(Stmt):
     """``@map[k] = expr`` (``op`` is ``"="`` or a compound operator such as ``"+="``)."""
 
@@ -207,7 +218,7 @@ class AssignMap(Stmt):
     op: str = "="
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AssignVar(Stmt):
     """``$var = expr`` (or a compound operator)."""
 
@@ -216,7 +227,7 @@ class AssignVar(Stmt):
     op: str = "="
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class If(Stmt):
     """``if (cond) { … } else { … }``."""
 
@@ -225,7 +236,7 @@ class If(Stmt):
     orelse: list[Stmt] | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Unroll(Stmt):
     """``unroll (N) { … }``."""
 
@@ -233,7 +244,7 @@ class Unroll(Stmt):
     body: list[Stmt]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class While(Stmt):
     """``while (cond) { … }``."""
 
@@ -241,23 +252,23 @@ class While(Stmt):
     body: list[Stmt]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Jump(Stmt):
     """``break``, ``continue`` or ``return``."""
 
     kind: str
 
 
-@dataclass(eq=False)
-class AttachPoint:
+@dataclass(eq=False, repr=False)
+class AttachPoint(_Node):
     """One attach point as written (``kprobe:vfs_*``)."""
 
     text: str
     loc: Loc
 
 
-@dataclass(eq=False)
-class Probe:
+@dataclass(eq=False, repr=False)
+class Probe(_Node):
     """``attach_points /predicate/ { body }``."""
 
     attach_points: list[AttachPoint]
@@ -266,8 +277,8 @@ class Probe:
     loc: Loc
 
 
-@dataclass(eq=False)
-class Program:
+@dataclass(eq=False, repr=False)
+class Program(_Node):
     """A whole script: its probes in order."""
 
     probes: list[Probe]

@@ -15,11 +15,13 @@ type names written in casts, turned into :class:`~bpfmux.bpftrace.types.T`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..btf import types as bt
 from ..errors import BpfmuxError, NotFoundError
 from .types import K, T
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..btf import types as bt
 
 __all__ = ["FieldRef", "LazyBtf", "field_of", "from_btf", "from_c_decl", "from_name"]
 
@@ -103,6 +105,8 @@ class FieldRef:
 
 
 def _resolve(btf: Any, t: bt.Type) -> bt.Type:
+    from ..btf import types as bt  # only scripts that use kernel types pay for the BTF modules
+
     seen = 0
     while isinstance(t, bt.Typedef | bt.Const | bt.Volatile | bt.Restrict | bt.TypeTag) and seen < 64:
         t = t.type
@@ -112,6 +116,8 @@ def _resolve(btf: Any, t: bt.Type) -> bt.Type:
 
 def from_btf(btf: Any, t: bt.Type, *, user: bool = False) -> T:
     """The bpftrace type of BTF type ``t``."""
+    from ..btf import types as bt
+
     r = _resolve(btf, t)
     if isinstance(r, bt.Int):
         return T(K.INT, r.size, r.signed and not r.is_bool)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import struct
 import time
 from collections.abc import Callable
@@ -353,6 +352,8 @@ class Printer:
             n = min(int.from_bytes(raw[:8], "little"), t.size)
             return _hex_buffer(raw[8:8 + n])
         if k == K.INET:
+            import socket  # only scripts printing addresses pay for it
+
             af = int.from_bytes(raw[:8], "little")
             try:
                 if af == 2:

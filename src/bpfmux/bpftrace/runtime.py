@@ -12,7 +12,8 @@ run with ``BPF_PROG_TEST_RUN`` by bpfmux itself, on either kernel.
 
 from __future__ import annotations
 
-import subprocess
+import os
+import select
 import sys
 import time
 from collections.abc import Hashable
@@ -360,15 +361,28 @@ class Session:
         """``time.monotonic()`` of the next ``interval`` probe (``None``: none)."""
         return min((t for t, _, _ in self._intervals), default=None)
 
-    def poll(self, timeout: float) -> None:
-        """Deliver events for up to ``timeout`` seconds; fire due ``interval`` probes."""
+    def poll(self, timeout: float, wake_fd: int | None = None) -> None:
+        """Deliver events for up to ``timeout`` seconds; fire due ``interval`` probes.
+
+        :param wake_fd: also return as soon as this fd is readable (the command line passes the read end
+            of its signal wake-up pipe, so Ctrl-C ends the wait at once instead of after ``timeout``);
+            what it holds is read and discarded.
+        """
         if self._ring is None:
             return
         now = time.monotonic()
         nxt = self.next_interval
         if nxt is not None:
             timeout = max(0.0, min(timeout, nxt - now))
-        self._ring.poll(timeout)
+        fileno = getattr(self._ring, "fileno", None)
+        if wake_fd is None or fileno is None:
+            self._ring.poll(timeout)
+        else:
+            if self._ring.available() <= 0:
+                ready, _, _ = select.select([fileno(), wake_fd], [], [], timeout)
+                if wake_fd in ready:
+                    _drain_fd(wake_fd)
+            self._ring.consume()
         self.fire_intervals()
 
     def fire_intervals(self, force: bool = False) -> None:
@@ -491,7 +505,11 @@ class Session:
     def detach(self) -> None:
         """Close every link (probes stop firing)."""
         links, self.links = self.links, []
-        api.close_all(links)
+        detach_all = getattr(self.kernel, "detach_all", None)
+        if detach_all is not None:
+            detach_all(links)
+        else:
+            api.close_all(links)
 
     def finish(self, print_maps: bool = True) -> None:
         """Detach, deliver what is left, run ``END``, and print every map as bpftrace does at exit."""
@@ -547,6 +565,14 @@ def _put(m: api.Map, key: Any, size: int) -> None:
         m[key] = 0
 
 
+def _drain_fd(fd: int) -> None:
+    """Read and discard what a non-blocking fd holds (at most 64 KiB)."""
+    try:
+        os.read(fd, 65536)
+    except (BlockingIOError, InterruptedError):
+        pass
+
+
 def _cat(path: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -556,6 +582,8 @@ def _cat(path: str) -> str:
 
 
 def _system(cmd: str) -> str:
+    import subprocess  # only scripts calling system() pay for it
+
     try:
         r = subprocess.run(cmd, shell=True, capture_output=True, check=False)
     except OSError as e:

@@ -259,7 +259,8 @@ def _run_live(args: argparse.Namespace, text: str, name: str, opts: Any) -> int:
                 print(f"bpfmux: {line}", file=sys.stderr)
         if child is not None:
             child.release()
-        _loop(session, child, args.pid)
+        with _SignalWakeup() as wake_fd:
+            _loop(session, child, args.pid, wake_fd)
         # as in bpftrace, a Ctrl-C only ends the tracing: one more while END runs and the maps print is ignored
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         session.finish()
@@ -296,11 +297,41 @@ def _terminate(child: Any) -> None:
     child.wait()
 
 
-def _loop(session: Any, child: Any, pid: int | None) -> None:
+class _SignalWakeup:
+    """A pipe the interpreter writes a byte to when a signal arrives (``signal.set_wakeup_fd``): the
+    event loop waits on its read end too, so Ctrl-C ends the wait at once rather than after the poll's
+    timeout (the handler alone runs only after the wait is over). Entering yields the read end, or
+    ``None`` off the main thread (where no wake-up fd can be set)."""
+
+    def __init__(self) -> None:
+        self._fds: tuple[int, int] | None = None
+        self._old = -1
+
+    def __enter__(self) -> int | None:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self._old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            os.close(r)
+            os.close(w)
+            return None
+        self._fds = (r, w)
+        return r
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fds is None:
+            return
+        signal.set_wakeup_fd(self._old)
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = None
+
+
+def _loop(session: Any, child: Any, pid: int | None, wake_fd: int | None = None) -> None:
     """Deliver events until exit(), Ctrl-C, the child's exit or the process's end."""
     try:
         while not session.exit_requested:
-            session.poll(0.1)
+            session.poll(0.1, wake_fd)
             if child is not None and child.poll() is not None:
                 session.drain()
                 return

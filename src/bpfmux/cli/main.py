@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -101,11 +102,49 @@ def _dispatch(argv: list[str], args: argparse.Namespace) -> int:
     first = ALIASES.get(argv[0], argv[0]) if argv else None
     parser = build_parser(first if first in SUBCOMMANDS else None)
     parser.parse_args(argv, namespace=args)
+    if first is not None:
+        _ran.append(first)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     return args.func(args)
 
 
+#: subcommands that close every file, fd, link and map they open before returning (also on errors), so the
+#: interpreter's teardown has nothing left to do that the kernel does not do at exit (see :func:`entry`)
+EXIT_WITHOUT_TEARDOWN = frozenset({"bpftrace"})
+
+_ran: list[str] = []
+
+
+def entry() -> None:
+    """The ``bpfmux`` executable: :func:`main`, then the process exits.
+
+    After a subcommand of :data:`EXIT_WITHOUT_TEARDOWN`, once its output is
+    flushed and the ``atexit`` functions have run, the process exits without
+    the interpreter's teardown (with this many modules loaded, tens of
+    milliseconds of destroying objects, which a tracer's user waits for
+    after Ctrl-C); the kernel releases what is left. Other subcommands, or
+    when a non-daemon thread is still running, exit the usual way.
+
+    :raises SystemExit: the usual exit, with the command's status.
+    """
+    status = main()
+    if not (_ran and _ran[-1] in EXIT_WITHOUT_TEARDOWN) or any(
+            not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):  # fmt: skip
+        sys.exit(status)
+    import atexit
+
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away: nothing more to say (as run_guarded treats it)
+        pass
+    except OSError:
+        sys.exit(status or 1)  # the interpreter reports it
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

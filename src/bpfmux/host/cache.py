@@ -3,8 +3,9 @@ BTF ids of the running kernel), kept in a private directory.
 
 The directory is ``$XDG_CACHE_HOME/bpfmux`` (``~/.cache/bpfmux``), made with
 mode 0700; a directory that is a symlink, is not owned by this user or is
-open to others is not used (root running with a user's ``XDG_CACHE_HOME``
-must not write where that user points it). Files are written to a fresh
+writable by others is not used (root running with a user's ``XDG_CACHE_HOME``
+must not write where that user points it); one of ours that others may only
+read is made 0700. Files are written to a fresh
 ``O_EXCL | O_NOFOLLOW`` temporary file and renamed into place, and read with
 ``O_NOFOLLOW`` and a size limit. Every failure means "no cache": the
 callers compute the value again.
@@ -13,7 +14,6 @@ callers compute the value again.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import tempfile
@@ -44,8 +44,13 @@ def cache_dir(base: str | os.PathLike[str] | None = None) -> Path | None:
         st = os.lstat(root)
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         return None
+    if st.st_mode & 0o077:  # ours and only readable by others (made so by another tool): nothing could be planted
+        try:
+            os.chmod(root, 0o700, follow_symlinks=False)
+        except OSError:
+            return None
     return root
 
 
@@ -60,6 +65,8 @@ def read_json(path: Path) -> Any:
         data = f.read(MAX_CACHE_BYTES + 1)
     if len(data) > MAX_CACHE_BYTES:
         return None
+    import json  # imported when a cache is read: start-up time matters to tools
+
     try:
         return json.loads(data)
     except ValueError:
@@ -69,6 +76,8 @@ def read_json(path: Path) -> Any:
 def write_json(path: Path, value: Any) -> None:
     """Replace ``path`` with ``value`` as JSON through a private temporary
     file (best effort: errors are ignored)."""
+    import json
+
     with contextlib.suppress(OSError, TypeError, ValueError):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)  # O_EXCL, mode 0600
         try:

@@ -78,19 +78,28 @@ def read_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> b
         if not stat.S_ISREG(st.st_mode):
             raise ParseError(f"is {_kind(st.st_mode)}, not a regular file; give the {what} as a file", None,
                              os.fspath(path))
-        chunks = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise ParseError(f"holds more than a {what} may ({_size_text(limit)})", None, os.fspath(path))
+        # a buffered reader's read(n) loops in C until n bytes or the end: sysfs files such as the kernel's
+        # BTF come 4 KiB per read(2), and a Python loop over those (or a fresh 1 MiB bytes object per read)
+        # costs several times the reading
+        reader = open(fd, "rb", closefd=False)  # closed below; the fd by the outer finally
+        try:
+            parts = []
+            total = 0
+            want = min(st.st_size if st.st_size > 0 else _CHUNK, limit) + 1  # +1: a file past limit shows
+            while True:
+                chunk = reader.read(want)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                total += len(chunk)
+                if total > limit:
+                    raise ParseError(f"holds more than a {what} may ({_size_text(limit)})", None, os.fspath(path))
+                want = min(_CHUNK, limit + 1 - total)
+        finally:
+            reader.close()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def read_text(path: str | os.PathLike[str], limit: int, what: str = "file", *, encoding: str = "utf-8",

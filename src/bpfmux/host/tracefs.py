@@ -130,7 +130,9 @@ def list_tracepoints(pattern: str = "*:*") -> list[tuple[str, str]]:
     if ":" in pattern or "/" in pattern:
         cpat, npat = split_tracepoint(pattern.replace("/", ":", 1))
         cats = set(match(cpat, sorted({c for c, _ in events})))
-        return [(c, n) for c, n in events if c in cats and match(npat, [n])]
+        inside = [(c, n) for c, n in events if c in cats]
+        names = set(match(npat, [n for _, n in inside]))  # one match over all names: the pattern is compiled once
+        return [(c, n) for c, n in inside if n in names]
     full = match(pattern, [f"{c}:{n}" for c, n in events])
     return [(c, n) for c, _, n in (x.partition(":") for x in full)]
 

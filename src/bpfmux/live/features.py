@@ -164,6 +164,7 @@ class Features:
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self._lock = threading.RLock()
+        self._saving_later = 0  # inside table(): one save at its end instead of one per new probe
         self._mem: dict[str, Probe] = {}
         self._cache_path = self._cache_file(cache_dir)
         self._load_cache()
@@ -200,6 +201,8 @@ class Features:
             if p is None:
                 p = fn()
                 self._mem[key] = p
+                if not self._saving_later:  # valid until the next boot: the next run need not probe again
+                    self.save()  # (a link probe costs ~30 ms, its close waiting for the kernel)
             return p
 
     # --- program types ---------------------------------------------------------
@@ -380,18 +383,26 @@ class Features:
         :param helpers: include helpers per supported program type (slow the
             first time: one load per helper and type; cached afterwards).
         """
-        out: dict[str, dict[str, dict[str, Any]]] = {
-            "program_types": {t.name.lower(): asdict(self.prog_type(t)) for t in ProgType if t != ProgType.UNSPEC},
-            "map_types": {t.name.lower(): asdict(self.map_type(t)) for t in MapType if t != MapType.UNSPEC},
-            "attach_types": {t.name.lower(): asdict(self.attach_type(t)) for t in AttachType},
-            "link_types": {t.name.lower(): asdict(self.link_type(t)) for t in LinkType if t != LinkType.UNSPEC},
-        }
-        if helpers:
-            out["helpers"] = {
-                t.name.lower(): {"supported": True, "detail": " ".join(h.name for h in self.helpers(t)), "method": "load"}
-                for t in ProgType if t != ProgType.UNSPEC and self.prog_type(t).supported
-            }
-        self.save()
+        with self._lock:
+            self._saving_later += 1
+            try:
+                out: dict[str, dict[str, dict[str, Any]]] = {
+                    "program_types": {t.name.lower(): asdict(self.prog_type(t)) for t in ProgType
+                                      if t != ProgType.UNSPEC},
+                    "map_types": {t.name.lower(): asdict(self.map_type(t)) for t in MapType if t != MapType.UNSPEC},
+                    "attach_types": {t.name.lower(): asdict(self.attach_type(t)) for t in AttachType},
+                    "link_types": {t.name.lower(): asdict(self.link_type(t)) for t in LinkType
+                                   if t != LinkType.UNSPEC},
+                }  # fmt: skip
+                if helpers:
+                    out["helpers"] = {
+                        t.name.lower(): {"supported": True, "detail": " ".join(h.name for h in self.helpers(t)),
+                                         "method": "load"}
+                        for t in ProgType if t != ProgType.UNSPEC and self.prog_type(t).supported
+                    }  # fmt: skip
+            finally:
+                self._saving_later -= 1
+            self.save()
         return out
 
 

@@ -290,6 +290,20 @@ class LiveKernel(api.Kernel):
         LiveLoader(self, spec, coll).load(programs, kconfig, log_level, partial)
         return self._own(coll)
 
+    def detach_all(self, links: Iterable[api.Link]) -> None:
+        """Close every link on up to 64 threads: each perf-event or uprobe detach waits in the kernel for a
+        grace period (30–80 ms here), and concurrent waits overlap.
+
+        :raises BaseException: the first error a close raised, after every link was closed.
+        """
+        items = list(links)
+        if len(items) < 2:
+            api.close_all(items)
+            return
+        from .links import close_all
+
+        close_all(items, parallel=True)
+
     def close(self) -> None:
         """Close every collection, program and map loaded through this kernel
         that is still open (idempotent).
@@ -299,9 +313,7 @@ class LiveKernel(api.Kernel):
         if self._closed:
             return
         self._closed = True
-        from .links import close_all
-
-        close_all(list(self._owned.values()))
+        api.close_all(list(self._owned.values()))
 
     @property
     def closed(self) -> bool:

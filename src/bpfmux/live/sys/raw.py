@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import ctypes
 import errno as _errno
-import platform
+import os
 from collections.abc import Callable, Collection
 
 from ...errors import NotSupportedError
 
 __all__ = ["SYSCALL_NUMBERS", "raw_bpf", "raw_ioctl", "raw_perf_event_open", "retry", "syscall_number"]
 
-#: ``__NR_bpf`` and ``__NR_perf_event_open`` per ``platform.machine()``.
+#: ``__NR_bpf`` and ``__NR_perf_event_open`` per ``os.uname().machine``.
 SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
     "x86_64": {"bpf": 321, "perf_event_open": 298},
     "aarch64": {"bpf": 280, "perf_event_open": 241},
@@ -43,9 +43,9 @@ def syscall_number(name: str) -> int:
 
     :raises NotSupportedError: bpfmux does not know this architecture.
     """
-    table = SYSCALL_NUMBERS.get(platform.machine())
+    table = SYSCALL_NUMBERS.get(os.uname().machine)
     if table is None:
-        raise NotSupportedError(name, f"bpfmux does not know the {name} syscall number on {platform.machine()}")
+        raise NotSupportedError(name, f"bpfmux does not know the {name} syscall number on {os.uname().machine}")
     return table[name]
 
 
