@@ -105,10 +105,6 @@ def new_frame(ip: int, args: tuple[int, ...]) -> bytearray:
     return bytearray(struct.pack(f"<{n + 2}Q", ip & U64, *(a & U64 for a in args), 0))
 
 
-#: the zero slots after ``n`` arguments in a seed frame (index ``n``)
-FRAME_PADS = tuple((0,) * (SLOTS - 1 - n) for n in range(MAX_ARGS + 1))
-
-
 class FramePool:
     """Frames mapped in a VM's address space for trampolines, reused.
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .frame import FRAME_PADS, SLOTS, U64, Abi, CallInfo, FramePool, ProgKind, ctx_slot, frame_slots, new_frame, set_ret
+from .frame import MAX_ARGS, SLOTS, U64, Abi, CallInfo, FramePool, ProgKind, ctx_slot, frame_slots, new_frame, set_ret
 from .functions import KernelFunction
 
 if TYPE_CHECKING:
@@ -134,10 +134,9 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
         ind = "        "
         lines.append(f"{ind}frame = info.frame")
         if nargs is None:
-            lines.append(f"{ind}PACK(frame, 0, ip, *args, *PADS[n])")
+            lines.append(f"{ind}PACKS[n](frame, 0, ip, *args)")
         else:
-            pad = ", 0" * (frame_slots(nargs) - 1 - nargs)
-            lines.append(f"{ind}PACK(frame, 0, ip, *args{pad})")
+            lines.append(f"{ind}PACK(frame, 0, ip, *args)")
         lines += [f"{ind}info.ip = ip", f"{ind}info.nargs = n"]
         if mode == "direct":  # what RunState.restart sets, once for the call (the context is the call)
             lines += [f"{ind}base = info.base", f"{ind}rs.context = info", f"{ind}rs.task = VM.task",
@@ -228,6 +227,14 @@ class Image:
         return f"<{self.kind} image: {len(self.runs)} progs, {who}>"
 
 
+def _packer(nargs: int, slots: int) -> Callable[..., None]:
+    """``pack_into(frame, 0, ip, *args)`` writing a whole frame of ``slots`` slots: ip, the arguments, zeros."""
+    return struct.Struct(f"<{1 + nargs}Q{8 * (slots - 1 - nargs)}x").pack_into
+
+
+#: frame writers of the seed layout by argument count (shared multi images: the count is the call's)
+_SEED_PACKERS = tuple(_packer(n, SLOTS) for n in range(MAX_ARGS + 1))
+
 _shapes: dict[tuple[object, ...], tuple[types.CodeType, int]] = {}
 _direct_types: dict[type, bool] = {}
 
@@ -288,8 +295,9 @@ def build_path(runs: Sequence[Attachment], costs: Costs, func: KernelFunction | 
     if frames is not None:
         slots = SLOTS if nargs is None else frame_slots(nargs)
         g["TAKE"], g["GIVE"] = frames.taker(slots * 8)
-        g["PACK"] = struct.Struct(f"<{slots}Q").pack_into
-        g["PADS"] = FRAME_PADS
+        if nargs is not None:
+            g["PACK"] = _packer(nargs, slots)
+        g["PACKS"] = _SEED_PACKERS
     for i, a in enumerate(runs):
         g[f"P{i}"] = a.prog.run_tracing
         g[f"K{i}"] = a.kind
