@@ -16,6 +16,7 @@ function. The last line compares clone with filter at 10,000 functions
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 
@@ -30,12 +31,20 @@ POLICIES = ["clone", "filter", "per-function"]
 
 
 def per_call_us(emu: Emulator, func, n: int) -> float:
+    """Best of seven timings of ``n`` calls (a shared VM's neighbours slow whole stretches of a run), with the
+    cyclic garbage collector off while timing, as ``timeit`` does: the collections that attaching thousands of
+    programs schedules would land in whichever loop runs next (calls themselves leave no garbage)."""
     best = float("inf")
-    for _ in range(7):  # the best of seven: a shared VM's neighbours slow whole stretches of a run
-        t = time.perf_counter()
-        for _ in range(n):
-            emu.call(func, 1, 2)
-        best = min(best, (time.perf_counter() - t) / n * 1e6)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(7):
+            t = time.perf_counter()
+            for _ in range(n):
+                emu.call(func, 1, 2)
+            best = min(best, (time.perf_counter() - t) / n * 1e6)
+    finally:
+        gc.enable()
     return best
 
 
