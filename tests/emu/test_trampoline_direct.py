@@ -18,9 +18,9 @@ SEED = dict(attach_type=AttachType.TRACE_FENTRY, flags=ProgFlags.MULTI_FUNC)
 
 
 def _pools(emu: Emulator) -> tuple[int, int]:
-    """How many run states and frames are free (every taken one is given back after a call)."""
-    frames = sum(len(v) for v in emu.policy.frames._free.values())  # type: ignore[union-attr]
-    return len(emu.vm._run_states), frames
+    """How many run states (each frame's own) and frames are free (every taken one is given back after a call)."""
+    free = [info for v in emu.policy.frames._free.values() for info in v]  # type: ignore[union-attr]
+    return sum(info.rs is not None for info in free), len(free)
 
 
 def test_each_call_sees_its_own_frame_also_when_nested(emu):

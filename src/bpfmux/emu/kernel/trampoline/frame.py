@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from ...vm.memory import AddressSpace, Region
+    from ...vm.runtime import RunState
 
 #: Slots of a trampoline frame.
 SLOTS = 8
@@ -203,6 +204,9 @@ class CallInfo:
     slot: int = 1
     abi: Abi = Abi.SEED
     base: int = 0
+    #: the run state in-line trampolines run this frame's programs on (made with the frame's first such call;
+    #: its context is this object)
+    rs: RunState | None = None
 
     @property
     def tracing(self) -> CallInfo:

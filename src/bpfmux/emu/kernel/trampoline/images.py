@@ -125,8 +125,8 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
     if mode == "fresh":
         lines += ["    frame = NEW_FRAME(ip, args)", "    info = CALLINFO(ip, n, frame)"]
     else:
-        if mode == "direct":
-            lines += ["    info = FREE.pop() if FREE else NEWFRAME()", "    rs = RSPOOL.pop() if RSPOOL else NEWRS()",
+        if mode == "direct":  # each frame has its run state (context: the frame's CallInfo), made on first use
+            lines += ["    info = FREE.pop() if FREE else NEWFRAME()", "    rs = info.rs or NEWRS(info)",
                       "    VM._running += 1"]
         else:
             lines.append("    info = TAKE()")
@@ -138,25 +138,29 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
         else:
             lines.append(f"{ind}PACK(frame, 0, ip, *args)")
         lines += [f"{ind}info.ip = ip", f"{ind}info.nargs = n"]
-        if mode == "direct":  # what RunState.restart sets, once for the call (the context is the call)
-            lines += [f"{ind}base = info.base", f"{ind}rs.context = info", f"{ind}rs.task = VM.task",
-                      f"{ind}rs.cpu = VM.cpu", f"{ind}rs.depth = 0", f"{ind}budget = VM.run_budget",
-                      f"{ind}loops = VM.may_goto_budget"]
+        if mode == "direct":  # what RunState.restart sets, once for the call
+            lines += [f"{ind}base = info.base", f"{ind}rs.task = VM.task", f"{ind}rs.cpu = VM.cpu", f"{ind}rs.depth = 0"]
+            if len(runs) > 1:
+                lines += [f"{ind}budget = VM.run_budget", f"{ind}loops = VM.may_goto_budget"]
 
     def call(i: int, a: Attachment, assign: str = "") -> list[str]:
         slot = ctx_slot(a.kind, a.abi)
         out = [f"info.kind = K{i}"]
         if mode != "direct":  # in line, the ctx offset is the code's; helpers read kind and cookie only
             out += [f"info.slot = {slot}", f"info.abi = A{i}"]
-        if a.kind.is_multi and not static_ip:
+        if a.kind.is_multi and not static_ip and a.cookies:
             out.append(f"info.cookie = C{i}.get(ip, 0)")
+        elif a.kind.is_multi and not static_ip:
+            out.append("info.cookie = 0")
         else:
             out.append(f"info.cookie = C{i}")
         if mode != "direct":
             out.append(f"{assign}P{i}(frame, info)")
             return out
-        out += [f"O{i}.runs += 1", f"rs.prog = rs.current = V{i}", "rs.left = budget",  # per run, as restart sets
-                "rs.loops_left = loops", "rs.tail_calls = 0", "try:",
+        budgets = ["rs.left = budget", "rs.loops_left = loops"] if len(runs) > 1 else [
+            "rs.left = VM.run_budget", "rs.loops_left = VM.may_goto_budget"]
+        out += [f"O{i}.runs += 1", f"rs.prog = rs.current = V{i}", *budgets, "rs.tail_calls = 0", "try:",  # per run
+
                 f"    {assign}F{i}(rs, base + {8 * slot}, 0, 0, 0, 0, 0)", "except Exception as e:",
                 "    FAULT(rs, e)", "    raise"]
         return out
@@ -186,7 +190,7 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
         lines += ["    finally:", "        GIVE(info)"]
     elif mode == "direct":
         lines += ["    finally:", "        VM._running -= 1", "        if rs.reservations or rs.locks or rs.deferred:",
-                  "            rs.settle()", "        RSPOOL.append(rs)", "        FREE.append(info)",
+                  "            rs.settle()", "        FREE.append(info)",
                   "        if not VM._running and VM._pending:", "            VM._flush()"]
     return "\n".join(lines) + "\n"
 
@@ -242,7 +246,7 @@ _direct_types: dict[type, bool] = {}
 def _shape_code(runs: Sequence[Attachment], static: bool, nargs: int | None, steps: int,
                 mode: str) -> tuple[types.CodeType, int]:
     """The compiled code of a path's shape (what :func:`_path_source` depends on), made once per shape."""
-    key = (tuple((int(a.kind), a.abi is Abi.SEED) for a in runs), static, nargs, steps, mode)
+    key = (tuple((int(a.kind), a.abi is Abi.SEED, bool(a.cookies)) for a in runs), static, nargs, steps, mode)
     hit = _shapes.get(key)
     if hit is None:
         if len(_shapes) >= 4096:
@@ -325,8 +329,11 @@ def _direct(runs: Sequence[Attachment], static: bool, nargs: int | None, steps: 
     d = dict(g)
     size = (SLOTS if nargs is None else frame_slots(nargs)) * 8
     d.update(FREE=frames.free(size), NEWFRAME=lambda: frames.new(size))
-    d.update(VM=vm, HV=vm.helpers, RSPOOL=vm._run_states, SLOW=pooled, FAULT=fast_fault,
-             NEWRS=lambda: RunState(vm, vms[0], "fast", None), VER=[None])
+    def new_run_state(info: CallInfo) -> RunState:
+        rs = info.rs = RunState(vm, vms[0], "fast", info)
+        return rs
+
+    d.update(VM=vm, HV=vm.helpers, SLOW=pooled, FAULT=fast_fault, NEWRS=new_run_state, VER=[None])
     for i, (p, v) in enumerate(zip(progs, vms, strict=True)):
         d[f"O{i}"] = p
         d[f"V{i}"] = v
