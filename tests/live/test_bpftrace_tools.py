@@ -97,7 +97,7 @@ def test_execsnoop(tools: Path) -> None:
         return found.groups()
 
     assert pid_args(mine[0]) == pid_args(theirs[0])
-    assert re.match(r"^\d+\s+\d+ /bin/echo " + m + " a b c$", mine[0])
+    assert re.match(r"^\d+\s+\d+\s+/bin/echo " + m + " a b c$", mine[0])  # the pid is padded to 5 columns
     assert len(mine[0].split(" ", 1)[0].ljust(10)) == len(theirs[0].split(" ", 1)[0].ljust(10))
 
 
