@@ -237,7 +237,7 @@ def translation(pairs: int, filler: int = 0) -> dict:
         fns = translate.compile_program(prog)
         cpu, wall = time.process_time() - t0, time.perf_counter() - w0
         prog._fast = fns
-        prog._fast_version = (vm.helpers.version, vm._kfunc_version, vm._maps_version)
+        prog._fast_version = vm.code_version()
         w1 = time.perf_counter()
         r = prog.run(tier="fast")
         run = time.perf_counter() - w1

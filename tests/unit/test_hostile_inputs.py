@@ -302,7 +302,7 @@ def test_long_straight_code_on_one_register_compiles(dispatch: bool) -> None:
     with VM() as vm:
         p = vm.load(_straight(1000))
         p._fast = translate.compile_program(p, dispatch=dispatch)
-        p._fast_version = (vm.helpers.version, vm._kfunc_version, vm._maps_version)
+        p._fast_version = vm.code_version()
         r = p.run((5).to_bytes(8, "little"), tier="fast")
         assert r.r0 == 1005 and r.insns == 1003
 

@@ -505,11 +505,7 @@ class Session:
     def detach(self) -> None:
         """Close every link (probes stop firing)."""
         links, self.links = self.links, []
-        detach_all = getattr(self.kernel, "detach_all", None)
-        if detach_all is not None:
-            detach_all(links)
-        else:
-            api.close_all(links)
+        self.kernel.detach_all(links)
 
     def finish(self, print_maps: bool = True) -> None:
         """Detach, deliver what is left, run ``END``, and print every map as bpftrace does at exit."""

@@ -119,10 +119,13 @@ class EmulatedProgram(api.Program):
         :raises BpfmuxError: the program was freed (a use-after-free in the
             emulated kernel is a bug this check exists to catch).
         """
+        self._count_run()
+        return self.vmprog.run(ctx, context=context, ctx_offset=ctx_offset, ctx_writable=writable).r0
+
+    def _count_run(self) -> None:
         if not self._refs:
             raise BpfmuxError(f"program {self.name!r} ran after it was freed")
         self.runs += 1
-        return self.vmprog.run(ctx, context=context, ctx_offset=ctx_offset, ctx_writable=writable).r0
 
     def run_tracing(self, frame: bytearray, info: CallInfo) -> int:
         """Run from a trampoline (``ctx`` is the frame at ``info.slot``; on the frame's mapping when the
@@ -131,9 +134,7 @@ class EmulatedProgram(api.Program):
         :raises BpfmuxError: the program was freed.
         """
         if info.base:
-            if not self._refs:
-                raise BpfmuxError(f"program {self.name!r} ran after it was freed")
-            self.runs += 1
+            self._count_run()
             return self._entry(info.base + 8 * info.slot, info)
         return self.run(frame, context=RunContext(tracing=info, cookie=info.cookie), ctx_offset=8 * info.slot)
 

@@ -277,7 +277,6 @@ class EmuProgram:
     def _make_entry(self) -> Callable[[int, Context | None], int]:
         prog = self
         vm = self.vm
-        helpers = vm.helpers
         pool = vm._run_states
 
         def run_at(addr: int, context: Context | None) -> int:
@@ -286,11 +285,7 @@ class EmuProgram:
             tier = prog.tier or vm.tier
             if tier != "fast":
                 return prog._execute(tier, [addr, 0, 0, 0, 0], context)[0] & M64
-            fns = prog._fast
-            if fns is None or prog._fast_version != (helpers.version, vm._kfunc_version, vm._maps_version):
-                fn = prog.fast_function(0)
-            else:
-                fn = fns[0]
+            fn = prog.fast_function(0)
             rs = pool.pop() if pool else RunState(vm, prog, "fast", context)
             vm._running += 1
             try:
@@ -311,9 +306,8 @@ class EmuProgram:
 
         return run_at
 
-    def _run_fast(self, rs: RunState, args: list[int], fn: Callable[..., int] | None = None) -> int:
-        if fn is None:
-            fn = self.fast_function(0)
+    def _run_fast(self, rs: RunState, args: list[int]) -> int:
+        fn = self.fast_function(0)
         try:
             return fn(rs, args[0], args[1], args[2], args[3], args[4], 0)
         except Exception as e:
@@ -322,11 +316,16 @@ class EmuProgram:
 
     def fast_function(self, pc: int) -> Callable[..., int]:
         """The fast tier's compiled function for the function starting at
-        slot ``pc`` (compiled on first use, cached)."""
+        slot ``pc`` (compiled on first use, cached; compiled again when the
+        VM's helpers, kfuncs or maps changed since: :meth:`VM.code_version`)."""
+        fns = self._fast
+        version = self.vm.code_version()
+        if fns is not None and self._fast_version == version:
+            fn = fns.get(pc)
+            if fn is not None:
+                return fn
         from . import translate
 
-        fns = self._fast
-        version = (self.vm.helpers.version, self.vm._kfunc_version, self.vm._maps_version)
         if fns is None or self._fast_version != version:
             fns = self._fast = translate.compile_program(self)
             self._fast_version = version
@@ -641,6 +640,11 @@ class VM:
         if tier is not None and tier not in TIERS:
             raise BpfmuxError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         return EmuProgram(self, insns, name, int(prog_type), tier, fd_array, expected_attach_type)
+
+    def code_version(self) -> tuple[int, int, int]:
+        """What compiled fast-tier code depends on: the helper table's, the kfuncs' and the maps' versions
+        (code compiled under another version is compiled again)."""
+        return (self.helpers.version, self._kfunc_version, self._maps_version)
 
     def register_kfunc(self, btf_id: int, fn: Callable[..., int], name: str | None = None) -> None:
         """Make ``call`` of kfunc ``btf_id`` run ``fn(rs, r1, ..., r5)``."""

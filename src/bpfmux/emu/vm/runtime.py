@@ -293,26 +293,13 @@ class RunState:
     def __init__(self, vm: VM, prog: EmuProgram, tier: str, context: Context | None) -> None:
         self.vm = vm
         self.space = vm.space
-        self.prog = prog
-        self.current = prog
-        self.tier = tier
-        self.context = context or _DEFAULT_CONTEXT
-        self.task = self.context.task or vm.task
-        cpu = self.context.cpu
-        self.cpu = vm.cpu if cpu is None else cpu
-        if not 0 <= self.cpu < vm.ncpus:
-            raise BpfmuxError(f"cpu {self.cpu} does not exist; the VM has {vm.ncpus} CPUs (VM(ncpus=...))")
         self.frames: list[tuple[int, bytearray]] = []
         self._frames: list[Region] = []
-        self.depth = 0
-        self.tail_calls = 0
-        self.insns = 0
-        self.left = vm.run_budget
-        self.loops_left = vm.may_goto_budget
         self.pc: int | None = None
         self.reservations: dict[int, Any] = {}
         self.locks: set[int] = set()
         self.deferred: list[Callable[[], None]] = []
+        self.restart(prog, tier, context)
 
     # -- memory -------------------------------------------------------------
 
@@ -440,8 +427,8 @@ class RunState:
         return frames[depth]
 
     def restart(self, prog: EmuProgram, tier: str, context: Context | None) -> None:
-        """Make this finished state the start of a new run (as a new :class:`RunState` would be), keeping its
-        stack frames: the lean entry (:meth:`~bpfmux.emu.vm.machine.EmuProgram.run_at`) reuses states.
+        """Make this state the start of a run (what a new :class:`RunState` is), keeping its stack frames: the
+        lean entry (:meth:`~bpfmux.emu.vm.machine.EmuProgram.run_at`) reuses finished states.
 
         :raises BpfmuxError: the context names a CPU the VM does not have.
         """
@@ -451,11 +438,8 @@ class RunState:
         self.context = context = context or _DEFAULT_CONTEXT
         self.task = context.task or vm.task
         cpu = context.cpu
-        if cpu is None:
-            self.cpu = vm.cpu
-        elif 0 <= cpu < vm.ncpus:
-            self.cpu = cpu
-        else:
+        self.cpu = cpu = vm.cpu if cpu is None else cpu
+        if not 0 <= cpu < vm.ncpus:
             raise BpfmuxError(f"cpu {cpu} does not exist; the VM has {vm.ncpus} CPUs (VM(ncpus=...))")
         self.depth = self.tail_calls = self.insns = 0
         self.left = vm.run_budget
@@ -484,12 +468,7 @@ class RunState:
             self.vm._release_frame(region)
         self._frames.clear()
         self.frames.clear()
-        for res in list(self.reservations.values()):
-            res.abandon()
-        self.reservations.clear()
-        deferred, self.deferred = self.deferred, []
-        for fn in deferred:
-            fn()
+        self.settle()
 
 
 _ZERO_FRAME = bytes(STACK_SIZE)

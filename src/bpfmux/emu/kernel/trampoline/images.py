@@ -115,6 +115,7 @@ def _path_source(runs: Sequence[Attachment], static_ip: bool, nargs: int | None,
     if mode == "direct":
         tiers = " or ".join(f"(V{i}.tier or VM.tier) != 'fast'" for i in range(len(runs)))
         lines += [f"    if {tiers}:", "        return SLOW(ip, args, func)"]
+        # VM.code_version() written out: this check runs on every call
         lines += ["    if VER[0] != (HV.version, VM._kfunc_version, VM._maps_version):", "        REFRESH()"]
     lines.append(f"    ST.dispatch_steps += {steps}")
     if nargs is None:
@@ -339,7 +340,7 @@ def _direct(runs: Sequence[Attachment], static: bool, nargs: int | None, steps: 
         d[f"V{i}"] = v
 
     def refresh() -> None:
-        version = (vm.helpers.version, vm._kfunc_version, vm._maps_version)
+        version = vm.code_version()
         for i, v in enumerate(vms):
             d[f"F{i}"] = v.fast_function(0)
         d["VER"] = [version]
