@@ -38,7 +38,8 @@ class Record:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__match_args__" not in cls.__dict__:
-            cls.__match_args__ = tuple(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ()))
+            names = tuple(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ()))
+            cls.__match_args__ = names  # type: ignore[misc]  # set once per class, as the ClassVar says
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, n) for n in self.__match_args__)
@@ -68,9 +69,9 @@ class Value(Record):
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
-    __hash__ = None  # type: ignore[assignment]
+    # defining __eq__ without __hash__ makes instances unhashable, as a dataclass with eq=True
 
 
 class Frozen(Value):

@@ -107,3 +107,41 @@ def test_the_event_wait_ends_when_the_wake_fd_is_readable(root_required: None) -
         kernel.close()
         os.close(r)
         os.close(w)
+
+
+#: -k/-kk: failed helpers are reported where they are in the script (map updates into a full map, deletes of
+#: missing keys, reads of bad addresses), with bpftrace's spans (a span starts where the whitespace before it
+#: ended; one column more after each ``struct NAME``)
+HELPER_ERRORS = {
+    "updates_and_deletes": (["-k"], 'BEGIN { @a[1] = 1; @a[2] = 2; @c[1] = count(); @c[2] = count(); '
+                            '@h[1] = hist(5); @h[2] = hist(5); @s[1]=sum(1); @s[2]=sum(2); @t[1,2] = 5; @t[3,4] = 6;\n'
+                            '  @a[1]   =   3; delete(@a[7]); delete(@t[3, 4]); @i[1] = 0; @i[2]++; exit(); }'),
+    "reads_are_checked_only_with_kk": (["-k"], 'BEGIN { printf("%s\\n", str(0)); @x = *(uint32*)8; exit(); }'),
+    "reads": (["-kk"], 'BEGIN { printf("%s|%s\\n", str(0), str(8, 4)); $p = (struct task_struct *)0; '
+              'printf("%d\\n", $p->pid); @x = *(uint32*)8; @y = (*(uint64*)16) + 1; exit(); }'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELPER_ERRORS))
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_helper_errors_are_reported_as_bpftrace_reports_them(oracle: None, name: str, fmt: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    flags, prog = HELPER_ERRORS[name]
+    monkeypatch.setenv("BPFTRACE_MAP_KEYS_MAX", "1")
+    extra = [*flags, *(["-f", "json"] if fmt == "json" else [])]
+    theirs = _run(["bpftrace", *extra, "-e", prog])
+    ours = _run([*BPFMUX, *extra, "-e", prog])
+    assert theirs.returncode == 0, theirs.stderr
+    assert ours.returncode == 0, ours.stderr
+    assert ("WARNING: Failed to" in ours.stdout or '"helper_error"' in ours.stdout) == (name != "reads_are_checked_only_with_kk")
+    assert ours.stdout == theirs.stdout
+
+
+def test_helper_errors_name_the_script_file(oracle: None, tmp_path) -> None:
+    script = tmp_path / "k.bt"
+    script.write_text('BEGIN\n{\n  @a[1] = 1;\n  delete(@a[2]);\n  exit();\n}\n')
+    theirs = subprocess.run(["bpftrace", "-k", "k.bt"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    ours = subprocess.run([*BPFMUX, "-k", "k.bt"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))  # fmt: skip
+    assert "k.bt:4:3-16: WARNING: Failed to map_delete_elem: No such file or directory (-2)" in ours.stdout
+    assert ours.stdout == theirs.stdout

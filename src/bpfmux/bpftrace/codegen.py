@@ -24,6 +24,7 @@ Conventions of the generated code:
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,12 +36,13 @@ from ..trace.plan import Mechanism
 from ..uapi import AttachType, ProgType
 from ..uapi import HelperId as H
 from . import ast as A
-from .errors import ScriptError
+from .errors import Loc, ScriptError, Source
 from .semantic import (
     ARG_REGS,
     JOIN_ARGNUM,
     JOIN_ARGSIZE,
     SYSCALL_ARG_REGS,
+    Action,
     ArgsField,
     Checked,
     CtxInfo,
@@ -125,8 +127,9 @@ class Gen:
     """The code generator of one context (see :func:`compile_context`)."""
 
     def __init__(self, checked: Checked, info: CtxInfo, index: int, start_ns: int, tgid_filter: int | None,
-                 may_goto: bool = True) -> None:  # fmt: skip
+                 may_goto: bool = True, helper_check: int = 0) -> None:  # fmt: skip
         self.checked = checked
+        self.helper_check = helper_check
         self.info = info
         self.ctx = info.ctx
         self.index = index
@@ -373,12 +376,50 @@ class Gen:
         """``r0`` = map_lookup_elem(map, scratch + key_off)."""
         self.a.ld_map_fd(R1, map_ref(map_name)).mov(R2, R9).add(R2, key_off).call(H.map_lookup_elem)
 
-    def update(self, map_name: str, key_off: int, val_off: int, flags: int = 0) -> None:
+    def update(self, map_name: str, key_off: int, val_off: int, flags: int = 0, loc: Loc | None = None,
+               lost_race_ok: bool = False) -> None:  # fmt: skip
+        """map_update_elem(map, scratch + key_off, scratch + val_off, flags); with ``-k``, a failure is
+        reported at ``loc`` (``lost_race_ok``: not ``EEXIST``, which a ``BPF_NOEXIST`` insert that lost a race
+        returns)."""
         self.a.ld_map_fd(R1, map_ref(map_name)).mov(R2, R9).add(R2, key_off).mov(R3, R9).add(R3, val_off)
         self.a.mov(R4, flags).call(H.map_update_elem)
+        self.check_helper("map_update_elem", loc, ignore=-errno.EEXIST if lost_race_ok else None)
 
-    def lookup_or_init(self, map_name: str, key_off: int, skip: str) -> None:
-        """``r8`` = the value of ``key`` in the map, inserted zeroed when absent; ``skip`` when that fails."""
+    def check_helper(self, helper: str, loc: Loc | None, level: int = 1, ignore: int | None = None) -> None:
+        """``-k`` (level 1: map updates and deletes) and ``-kk`` (level 2: reads too): after a helper call,
+        a negative ``r0`` (other than ``ignore``) sends a ``helper_error`` event naming the helper, the error
+        and ``loc``, which user space prints as bpftrace's warning. ``r0`` is kept."""
+        if self.helper_check < level or loc is None:
+            return
+        a = self.a
+        ok = self.label("helper_ok")
+        a.jsge(R0, 0, ok)
+        if ignore is not None:
+            a.jeq(R0, ignore, ok)
+        rec = self.alloc(16)
+        a.stxdw(R9, rec + 8, R0)
+        actions = self.checked.actions
+        actions.append(Action(kind="helper_error", fmt=helper, loc=loc))
+        self.mov_imm(R1, len(actions) - 1)
+        a.stxdw(R9, rec, R1)
+        self.output(rec, 16)
+        a.ldxdw(R0, R9, rec + 8)
+        a.label(ok)
+
+    def read_helper(self, helper: str, user: bool) -> str:
+        """The variant of a read ``helper`` (``probe_read``, ``probe_read_str``) bpftrace calls, by the
+        address space of the pointer, else of the probe: ``_user`` for user pointers and in user probes,
+        ``_kernel`` in kprobes and kfuncs, the plain helper elsewhere (``BEGIN``, tracepoints …)."""
+        provider = self.ctx.provider
+        if user or provider in ("uprobe", "uretprobe", "usdt"):
+            return helper.replace("probe_read", "probe_read_user")
+        if provider in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
+            return helper.replace("probe_read", "probe_read_kernel")
+        return helper
+
+    def lookup_or_init(self, map_name: str, key_off: int, skip: str, loc: Loc | None = None) -> None:
+        """``r8`` = the value of ``key`` in the map, inserted zeroed when absent; ``skip`` when that fails
+        (reported at ``loc`` with ``-k``)."""
         info = self.map_info(map_name)
         a = self.a
         found = self.label("found")
@@ -386,7 +427,8 @@ class Gen:
         a.jne(R0, 0, found)
         zero = self.alloc(info.value_size)
         self.zero(zero, info.value_size)
-        self.update(map_name, key_off, zero, 1)  # BPF_NOEXIST (a lost race is fine: look it up again)
+        # BPF_NOEXIST (a lost race is fine: look it up again)
+        self.update(map_name, key_off, zero, 1, loc, lost_race_ok=True)
         self.lookup(map_name, key_off)
         a.jeq(R0, 0, skip)
         a.label(found)
@@ -407,7 +449,7 @@ class Gen:
         else:
             self.to_mem(e, val, v)
         key = self.key(s.map)
-        self.update(s.map.name, key, val, 0)
+        self.update(s.map.name, key, val, 0, s.loc)
 
     def aggregate(self, m: A.MapRef, call: A.Call, info: MapInfo) -> None:
         a = self.a
@@ -416,15 +458,15 @@ class Gen:
             with self.slot8() as (base, arg):
                 self.scalar(call.args[0])
                 a.stxdw(base, arg, R0)
-                self._aggregate(m, info, kind, base, arg)
+                self._aggregate(m, info, kind, base, arg, call_span(self.checked.source, call))
         else:
-            self._aggregate(m, info, kind, R9, None)
+            self._aggregate(m, info, kind, R9, None, call_span(self.checked.source, call))
 
-    def _aggregate(self, m: A.MapRef, info: MapInfo, kind: K, base: Reg, arg: int | None) -> None:
+    def _aggregate(self, m: A.MapRef, info: MapInfo, kind: K, base: Reg, arg: int | None, loc: Loc) -> None:
         a = self.a
         key = self.key(m)
         skip = self.label("agg_done")
-        self.lookup_or_init(m.name, key, skip)
+        self.lookup_or_init(m.name, key, skip, loc)
         if kind == K.COUNT:
             a.ldxdw(R1, R8, 0).add(R1, 1).stxdw(R8, 0, R1)
         elif kind == K.SUM:
@@ -518,7 +560,7 @@ class Gen:
         a.ldxdw(R2, R9, val).stxdw(R9, old, R2).stxdw(R9, val, R1)
         if info.value.kind in AGGREGATIONS:
             raise self.fail(f"{e.op} cannot be applied to an aggregation map", e)
-        self.update(target.name, key, val, 0)
+        self.update(target.name, key, val, 0, e.loc)
         a.ldxdw(R0, R9, old if e.postfix else val)
 
     # -- scalar expressions ------------------------------------------------------------------------
@@ -783,7 +825,7 @@ class Gen:
         if op == "*":
             t = self.t(e)
             self.scalar(e.expr)
-            self.read_scalar_at(R0, 0, t, self.t(e.expr).user)
+            self.read_scalar_at(R0, 0, t, self.t(e.expr).user, e.loc)
             return
         self.scalar(e.expr)
         if op == "-":
@@ -796,8 +838,9 @@ class Gen:
             a.label(yes)
             a.mov(R0, R1)
 
-    def read_scalar_at(self, addr: Reg, off: int, t: T, user: bool) -> None:
-        """``r0`` = the ``t`` at ``addr + off`` in kernel or user memory (``probe_read``)."""
+    def read_scalar_at(self, addr: Reg, off: int, t: T, user: bool, loc: Loc | None = None) -> None:
+        """``r0`` = the ``t`` at ``addr + off`` in kernel or user memory (``probe_read``; with ``-kk`` a
+        failure is reported at ``loc``)."""
         a = self.a
         size = t.size if t.kind == K.INT and t.size in (1, 2, 4, 8) else 8
         with self.slot8() as (base, tmp):
@@ -805,7 +848,9 @@ class Gen:
             a.mov(R3, addr)
             if off:
                 a.add(R3, off)
-            a.mov(R1, base).add(R1, tmp).mov(R2, size).call(H.probe_read)
+            helper = self.read_helper("probe_read", user)
+            a.mov(R1, base).add(R1, tmp).mov(R2, size).call(H[helper])
+            self.check_helper(helper, loc, level=2)
             a.ldx(size, R0, base, tmp)
         self.extend(t)
 
@@ -946,7 +991,7 @@ class Gen:
         if not self.address(e):
             raise self.fail("internal: field without an address", e)
         bits = self.info.consts.get(-id(e))
-        self.read_scalar_at(R0, 0, t if not bits else T.int(t.size, False), self._is_user(e.expr))
+        self.read_scalar_at(R0, 0, t if not bits else T.int(t.size, False), self._is_user(e.expr), e.loc)
         if bits:
             shift, width = bits >> 8, bits & 0xFF
             if shift:
@@ -1007,7 +1052,7 @@ class Gen:
             return
         if not self.address(e):
             raise self.fail("cannot index this expression", e)
-        self.read_scalar_at(R0, 0, t, bt.user)
+        self.read_scalar_at(R0, 0, t, bt.user, e.loc)
 
     def _has_address(self, e: A.Expr) -> bool:
         if isinstance(e, A.FieldAccess):
@@ -1200,6 +1245,7 @@ class Gen:
             self.string_to(e.args[0], off, size)
             return
         self.zero(off, size)
+        helper = self.read_helper("probe_read_str", argt.user)
         if len(e.args) == 2:
             lim = self.alloc(8)
             self.scalar(e.args[1])
@@ -1209,14 +1255,24 @@ class Gen:
             a.label(ok)
             a.stxdw(R9, lim, R0)
             self.scalar(e.args[0])
-            a.mov(R3, R0).ldxdw(R2, R9, lim).and_(R2, 0xFFF)
-            small = self.label("strsmall")
-            a.jgt(R2, 0, small).mov(R2, 1)
-            a.label(small)
-            a.mov(R1, R9).add(R1, off).call(H.probe_read_str)
-            return
-        self.scalar(e.args[0])
-        a.mov(R3, R0).mov(R1, R9).add(R1, off).mov(R2, size).call(H.probe_read_str)
+            a.mov(R3, R0)
+            self.load_len(lim, size)
+            a.mov(R1, R9).add(R1, off).call(H[helper])
+        else:
+            self.scalar(e.args[0])
+            a.mov(R3, R0).mov(R1, R9).add(R1, off).mov(R2, size).call(H[helper])
+        self.check_helper(helper, call_span(self.checked.source, e), level=2)
+
+    def load_len(self, lim: int, size: int) -> None:
+        """``r2`` = the length kept in scratch at ``lim``, bounded to 1 … ``size`` here: a value reloaded from
+        memory has lost the bounds the verifier knew, and a read's length must be proven to fit."""
+        a = self.a
+        a.ldxdw(R2, R9, lim)
+        pos, fits = self.label("lenpos"), self.label("lenfits")
+        a.jgt(R2, 0, pos).mov(R2, 1)
+        a.label(pos)
+        a.jle(R2, size, fits).mov(R2, size)
+        a.label(fits)
 
     def call_scalar(self, e: A.Call) -> None:
         a = self.a
@@ -1286,13 +1342,8 @@ class Gen:
                 a.label(ok)
                 a.stxdw(R9, lim, R0).stxdw(R9, off, R0)
                 self.scalar(e.args[0])
-                a.mov(R3, R0).ldxdw(R2, R9, lim)
-                pos = self.label("bufpos")
-                a.jgt(R2, 0, pos).mov(R2, 1)
-                a.label(pos)
-                fits = self.label("buffits")  # reloaded from memory: the verifier needs the bound again
-                a.jle(R2, size, fits).mov(R2, size)
-                a.label(fits)
+                a.mov(R3, R0)
+                self.load_len(lim, size)
                 a.mov(R1, R9).add(R1, off + 8).call(H.probe_read)
             else:
                 a.stdw(R9, off, size)
@@ -1409,6 +1460,7 @@ class Gen:
                 self.update(m.name, key, val, 0)
             else:
                 a.ld_map_fd(R1, map_ref(m.name)).mov(R2, R9).add(R2, key).call(H.map_delete_elem)
+                self.check_helper("map_delete_elem", call_span(self.checked.source, e))
         elif n == "signal":
             if id(e) in self.info.consts:
                 a.mov(R1, self.info.consts[id(e)])
@@ -1514,7 +1566,7 @@ def _param_int(params: list[str], n: int) -> int:
 
 
 def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: int = 0,
-                    tgid_filter: int | None = None, may_goto: bool = True) -> CompiledProgram:
+                    tgid_filter: int | None = None, may_goto: bool = True, helper_check: int = 0) -> CompiledProgram:
     """Generate the program of one context.
 
     :param index: the context's number (names its ``sysidx`` table).
@@ -1522,10 +1574,11 @@ def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: in
     :param tgid_filter: only run for this process (``-p``/``-c`` with uprobes).
     :param may_goto: give ``while`` loops a ``may_goto`` budget (kernels since 6.9), so
         loops the verifier cannot bound by their variables still load.
+    :param helper_check: ``-k`` (1) or ``-kk`` (2): report helper errors (see :meth:`Gen.check_helper`).
     :raises ScriptError: something the generator cannot express.
     """
     try:
-        return Gen(checked, info, index, start_ns, tgid_filter, may_goto).build()
+        return Gen(checked, info, index, start_ns, tgid_filter, may_goto, helper_check).build()
     except ScriptError as e:
         if e.script is None:
             raise ScriptError(e.message, e.loc or info.ctx.attach.loc, checked_source(checked)) from None
@@ -1533,6 +1586,35 @@ def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: in
     except (ValueError, KeyError, AssertionError, IndexError) as e:  # a generator bug must still say where
         raise ScriptError(f"bpfmux cannot compile this probe ({type(e).__name__}: {e})", info.ctx.attach.loc,
                           checked_source(checked), construct=f"probe {info.ctx.attach.text}") from None  # fmt: skip
+
+
+def call_span(source: Source | None, e: A.Call) -> Loc:
+    """Where a call is, from its name to its closing parenthesis when both are on one line (as bpftrace
+    places a call's warnings), else its name."""
+    line = source.line(e.loc.line) if source is not None else ""
+    i = e.loc.col - 1 + len(e.name)
+    while i < len(line) and line[i] in " \t":
+        i += 1
+    if i >= len(line) or line[i] != "(":
+        return e.loc
+    depth, quote = 0, False
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1  # the escaped character
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return Loc(e.loc.line, e.loc.col, i + 2 - e.loc.col)
+        i += 1
+    return e.loc
 
 
 def checked_source(checked: Checked) -> Any:

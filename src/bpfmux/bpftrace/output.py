@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from .errors import Loc, Source
 from .semantic import Action, MapInfo, printf_specifiers
 from .types import K, T, slot_size, tuple_offsets
 
@@ -226,6 +227,9 @@ _QUOTED = {K.KSTACK, K.USTACK, K.KSYM, K.USYM, K.INET, K.USERNAME, K.STR, K.BUF,
 
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+_STRUCT_NAME = re.compile(r"\bstruct\s+[A-Za-z_]\w*")
 
 
 class Printer:
@@ -514,6 +518,29 @@ class Printer:
             self.out.write(f'{{"type": "{kind}", "data": "{json_escape(text)}"}}\n')
         else:
             self.out.write(text + ("\n" if newline else ""))
+
+    def helper_error(self, source: Source, helper: str, loc: Loc, ret: int) -> None:
+        """``-k``'s warning that a helper failed, as bpftrace 0.17 prints it: the place (bpftrace's lexer
+        starts a token's span where the whitespace before it ended, so a span reaches back over adjacent
+        text), the helper, the error, then the line with the span marked."""
+        line = source.line(loc.line)
+        start = min(max(loc.col, 1), len(line) + 1)
+        while start > 1 and not line[start - 2].isspace():
+            start -= 1
+        end = max(loc.col + loc.length, start + 1)
+        # and bpftrace's lexer counts one column more than there is for each ``struct NAME`` before it
+        shift = len(_STRUCT_NAME.findall(line, 0, start - 1))
+        start, end = start + shift, end + shift
+        if self.json:
+            self.out.write(f'{{"type": "helper_error", "helper": "{helper}", "retcode": {ret}, '
+                           f'"line": {loc.line}, "col": {start}}}\n')  # fmt: skip
+            return
+        try:
+            why = os.strerror(-ret)
+        except ValueError:
+            why = "Unknown error"
+        self.out.write(f"{source.name}:{loc.line}:{start}-{end}: WARNING: Failed to {helper}: {why} ({ret})\n"
+                       f"{line}\n{' ' * (start - 1)}{'~' * (end - start)}\n")  # fmt: skip
 
     def args(self, action: Action, record: bytes) -> list[Any]:
         """The values of an action's arguments, ready for :func:`format_printf`."""

@@ -127,7 +127,8 @@ def compile_script(text: str, kernel: Any, options: Options | None = None, *, na
         uprobe = info.ctx.how in (Mechanism.UPROBE, Mechanism.UPROBE_MULTI)
         tgid = opts.pid if uprobe and opts.pid and info.ctx.how == Mechanism.UPROBE else None
         programs.append(compile_context(checked, info, i, start_ns=start, tgid_filter=tgid,
-                                        may_goto=getattr(kernel, "kind", "live") == "live"))  # fmt: skip
+                                        may_goto=getattr(kernel, "kind", "live") == "live",
+                                        helper_check=opts.helper_check))  # fmt: skip
     return Script(source, program, res, checked, programs)
 
 
@@ -443,8 +444,8 @@ class Session:
             self.clear_map(act.map)
         elif kind == "zero":
             self.zero_map(act.map)
-        if kind in ("printf", "time", "join", "cat", "system") and not self.options.json:
-            pass
+        elif kind == "helper_error" and act.loc is not None:
+            p.helper_error(self.script.source, act.fmt, act.loc, int.from_bytes(data[8:16], "little", signed=True))
 
     # -- maps ------------------------------------------------------------------------------------
 

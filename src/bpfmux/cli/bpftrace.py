@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("-v", dest="verbose", action="count", default=0, help="verbose: how each probe is attached")
     p.add_argument("-d", dest="dry", action="count", default=0, help="dry run: print the programs, attach nothing")
     p.add_argument("-k", dest="helper_check", action="count", default=0,
-                   help="accepted for compatibility (helper errors are not reported)")  # fmt: skip
+                   help="warn when a map update or delete fails (-kk: reads too), at the place in the script")  # fmt: skip
     p.add_argument("-B", dest="buffering", default="line", metavar="MODE", help="output buffering: line, full, none")
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
                    help="accepted for compatibility (types come from BTF)")  # fmt: skip
