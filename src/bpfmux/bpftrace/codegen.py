@@ -127,7 +127,7 @@ class Gen:
     """The code generator of one context (see :func:`compile_context`)."""
 
     def __init__(self, checked: Checked, info: CtxInfo, index: int, start_ns: int, tgid_filter: int | None,
-                 may_goto: bool = True, helper_check: int = 0) -> None:  # fmt: skip
+                 may_goto: bool = True, helper_check: int = 0, split_reads: bool = True) -> None:  # fmt: skip
         self.checked = checked
         self.helper_check = helper_check
         self.info = info
@@ -148,6 +148,7 @@ class Gen:
         self.source = checked.program
         self.tgid_filter = tgid_filter
         self.may_goto = may_goto
+        self.split_reads = split_reads
 
     # -- infrastructure --------------------------------------------------------------------
 
@@ -416,6 +417,12 @@ class Gen:
         if provider in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
             return helper.replace("probe_read", "probe_read_kernel")
         return helper
+
+    def read_call(self, helper: str) -> H:
+        """The helper a read named ``helper`` by :meth:`read_helper` calls: that one, or without
+        ``split_reads`` the legacy helper, which picks user or kernel memory by the address (the emulated
+        kernel's workloads keep a syscall's strings in its one address space)."""
+        return H[helper] if self.split_reads else H[helper.replace("_user", "").replace("_kernel", "")]
 
     def lookup_or_init(self, map_name: str, key_off: int, skip: str, loc: Loc | None = None) -> None:
         """``r8`` = the value of ``key`` in the map, inserted zeroed when absent; ``skip`` when that fails
@@ -849,7 +856,7 @@ class Gen:
             if off:
                 a.add(R3, off)
             helper = self.read_helper("probe_read", user)
-            a.mov(R1, base).add(R1, tmp).mov(R2, size).call(H[helper])
+            a.mov(R1, base).add(R1, tmp).mov(R2, size).call(self.read_call(helper))
             self.check_helper(helper, loc, level=2)
             a.ldx(size, R0, base, tmp)
         self.extend(t)
@@ -1257,10 +1264,10 @@ class Gen:
             self.scalar(e.args[0])
             a.mov(R3, R0)
             self.load_len(lim, size)
-            a.mov(R1, R9).add(R1, off).call(H[helper])
+            a.mov(R1, R9).add(R1, off).call(self.read_call(helper))
         else:
             self.scalar(e.args[0])
-            a.mov(R3, R0).mov(R1, R9).add(R1, off).mov(R2, size).call(H[helper])
+            a.mov(R3, R0).mov(R1, R9).add(R1, off).mov(R2, size).call(self.read_call(helper))
         self.check_helper(helper, call_span(self.checked.source, e), level=2)
 
     def load_len(self, lim: int, size: int) -> None:
@@ -1566,7 +1573,8 @@ def _param_int(params: list[str], n: int) -> int:
 
 
 def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: int = 0,
-                    tgid_filter: int | None = None, may_goto: bool = True, helper_check: int = 0) -> CompiledProgram:
+                    tgid_filter: int | None = None, may_goto: bool = True, helper_check: int = 0,
+                    split_reads: bool = True) -> CompiledProgram:  # fmt: skip
     """Generate the program of one context.
 
     :param index: the context's number (names its ``sysidx`` table).
@@ -1575,10 +1583,11 @@ def compile_context(checked: Checked, info: CtxInfo, index: int, *, start_ns: in
     :param may_goto: give ``while`` loops a ``may_goto`` budget (kernels since 6.9), so
         loops the verifier cannot bound by their variables still load.
     :param helper_check: ``-k`` (1) or ``-kk`` (2): report helper errors (see :meth:`Gen.check_helper`).
+    :param split_reads: reads call the ``_user``/``_kernel`` helpers bpftrace calls (see :meth:`Gen.read_call`).
     :raises ScriptError: something the generator cannot express.
     """
     try:
-        return Gen(checked, info, index, start_ns, tgid_filter, may_goto, helper_check).build()
+        return Gen(checked, info, index, start_ns, tgid_filter, may_goto, helper_check, split_reads).build()
     except ScriptError as e:
         if e.script is None:
             raise ScriptError(e.message, e.loc or info.ctx.attach.loc, checked_source(checked)) from None

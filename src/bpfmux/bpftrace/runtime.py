@@ -126,9 +126,9 @@ def compile_script(text: str, kernel: Any, options: Options | None = None, *, na
             continue
         uprobe = info.ctx.how in (Mechanism.UPROBE, Mechanism.UPROBE_MULTI)
         tgid = opts.pid if uprobe and opts.pid and info.ctx.how == Mechanism.UPROBE else None
-        programs.append(compile_context(checked, info, i, start_ns=start, tgid_filter=tgid,
-                                        may_goto=getattr(kernel, "kind", "live") == "live",
-                                        helper_check=opts.helper_check))  # fmt: skip
+        live = getattr(kernel, "kind", "live") == "live"
+        programs.append(compile_context(checked, info, i, start_ns=start, tgid_filter=tgid, may_goto=live,
+                                        helper_check=opts.helper_check, split_reads=live))  # fmt: skip
     return Script(source, program, res, checked, programs)
 
 
