@@ -27,11 +27,11 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..isa.build import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Asm, Program, Reg, Relocation
 from ..isa.insn import Insn
+from ..record import Value
 from ..trace.plan import Mechanism
 from ..uapi import AttachType, ProgType
 from ..uapi import HelperId as H
@@ -92,8 +92,7 @@ def program_type(info: CtxInfo) -> tuple[ProgType, AttachType | None]:
     return ProgType.PERF_EVENT, None
 
 
-@dataclass
-class CompiledProgram:
+class CompiledProgram(Value):
     """One generated program and what loading it needs.
 
     :ivar sysidx: ``sys_enter``/``sys_exit`` programs: syscall number → probe index + 1
@@ -102,14 +101,36 @@ class CompiledProgram:
     :ivar stacks: the stack map relocations it uses.
     """
 
+    __slots__ = ("info", "program", "prog_type", "attach_type", "scratch", "sysidx_ref", "sysidx", "stacks")
+
     info: CtxInfo
     program: Program
     prog_type: ProgType
     attach_type: AttachType | None
     scratch: int
-    sysidx_ref: str = ""
-    sysidx: dict[int, int] = field(default_factory=dict)
-    stacks: set[str] = field(default_factory=set)
+    sysidx_ref: str
+    sysidx: dict[int, int]
+    stacks: set[str]
+
+    def __init__(
+        self,
+        info: CtxInfo,
+        program: Program,
+        prog_type: ProgType,
+        attach_type: AttachType | None,
+        scratch: int,
+        sysidx_ref: str = "",
+        sysidx: dict[int, int] | None = None,
+        stacks: set[str] | None = None,
+    ) -> None:
+        self.info = info
+        self.program = program
+        self.prog_type = prog_type
+        self.attach_type = attach_type
+        self.scratch = scratch
+        self.sysidx_ref = sysidx_ref
+        self.sysidx = {} if sysidx is None else sysidx
+        self.stacks = set() if stacks is None else stacks
 
     @property
     def name(self) -> str:

@@ -9,21 +9,28 @@ escapes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import ParseError
+from ..record import Frozen
+
+_set = object.__setattr__
 
 __all__ = ["Loc", "ScriptError", "Source"]
 
 
-@dataclass(frozen=True, slots=True)
-class Loc:
+class Loc(Frozen):
     """A place in a script: 1-based line and column, and how many columns the
     construct spans (at least 1)."""
 
+    __slots__ = ("line", "col", "length")
+
     line: int
     col: int
-    length: int = 1
+    length: int
+
+    def __init__(self, line: int, col: int, length: int = 1) -> None:
+        _set(self, "line", line)
+        _set(self, "col", col)
+        _set(self, "length", length)
 
     def to(self, other: Loc) -> Loc:
         """The span from this location to the end of ``other`` (same line), else this one."""
@@ -32,13 +39,18 @@ class Loc:
         return self
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Frozen):
     """A script's text and the name errors use for it (``stdin`` for ``-e``,
     as bpftrace says, or the file name)."""
 
+    __slots__ = ("text", "name")
+
     text: str
-    name: str = "stdin"
+    name: str
+
+    def __init__(self, text: str, name: str = "stdin") -> None:
+        _set(self, "text", text)
+        _set(self, "name", name)
 
     def line(self, n: int) -> str:
         """Line ``n`` (1-based) without its newline; ``""`` past the end."""

@@ -14,14 +14,16 @@ type names written in casts, turned into :class:`~bpfmux.bpftrace.types.T`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BpfmuxError, NotFoundError
+from ..record import Frozen
 from .types import K, T
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..btf import types as bt
+
+_set = object.__setattr__
 
 __all__ = ["FieldRef", "LazyBtf", "field_of", "from_btf", "from_c_decl", "from_name"]
 
@@ -88,8 +90,7 @@ class LazyBtf:
         return len(self.get())
 
 
-@dataclass(frozen=True)
-class FieldRef:
+class FieldRef(Frozen):
     """A member of a record: its byte offset, its type, and its bitfield shape.
 
     :ivar offset: bytes from the start of the record.
@@ -98,10 +99,18 @@ class FieldRef:
     :ivar bit_width: bitfield width (0: not a bitfield).
     """
 
+    __slots__ = ("offset", "type", "bit_shift", "bit_width")
+
     offset: int
     type: T
-    bit_shift: int = 0
-    bit_width: int = 0
+    bit_shift: int
+    bit_width: int
+
+    def __init__(self, offset: int, type: T, bit_shift: int = 0, bit_width: int = 0) -> None:
+        _set(self, "offset", offset)
+        _set(self, "type", type)
+        _set(self, "bit_shift", bit_shift)
+        _set(self, "bit_width", bit_width)
 
 
 def _resolve(btf: Any, t: bt.Type) -> bt.Type:

@@ -16,9 +16,10 @@ carry ``_`` separators, C suffixes (``u``, ``l``, ``ull``) and an exponent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..record import Frozen
 from .errors import Loc, ScriptError, Source
+
+_set = object.__setattr__
 
 __all__ = ["KEYWORDS", "OPERATORS", "Lexer", "Token"]
 
@@ -40,8 +41,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 U64 = (1 << 64) - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(Frozen):
     """One token.
 
     :ivar kind: ``ident``, ``int``, ``string``, ``map``, ``var``, ``param``,
@@ -51,10 +51,18 @@ class Token:
     :ivar loc: where it starts (and how long it is).
     """
 
+    __slots__ = ("kind", "text", "loc", "value")
+
     kind: str
     text: str
     loc: Loc
-    value: int = 0
+    value: int
+
+    def __init__(self, kind: str, text: str, loc: Loc, value: int = 0) -> None:
+        _set(self, "kind", kind)
+        _set(self, "text", text)
+        _set(self, "loc", loc)
+        _set(self, "value", value)
 
     def describe(self) -> str:
         """How an error names this token: ``'foo'``, ``end of file``, ``string "x"``."""

@@ -13,8 +13,8 @@ numbers in errors stay the script's own.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ..record import Value
 from .errors import Loc, ScriptError, Source
 
 __all__ = ["HEADER_MACROS", "Preprocessed", "preprocess"]
@@ -38,8 +38,7 @@ _DEFINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<args>\([^)]*\))?\s*(?P<body>.*
 _DEFINED = re.compile(r"defined\s*\(\s*(\w+)\s*\)|defined\s+(\w+)")
 
 
-@dataclass
-class Preprocessed:
+class Preprocessed(Value):
     """The script with directive lines blanked, and what they defined.
 
     :ivar source: the text the lexer reads (same lines as the original).
@@ -47,9 +46,16 @@ class Preprocessed:
     :ivar includes: the headers ``#include`` named.
     """
 
+    __slots__ = ("source", "macros", "includes")
+
     source: Source
-    macros: dict[str, str] = field(default_factory=dict)
-    includes: list[str] = field(default_factory=list)
+    macros: dict[str, str]
+    includes: list[str]
+
+    def __init__(self, source: Source, macros: dict[str, str] | None = None, includes: list[str] | None = None) -> None:
+        self.source = source
+        self.macros = {} if macros is None else macros
+        self.includes = [] if includes is None else includes
 
 
 def preprocess(source: Source, defines: dict[str, str] | None = None, *, btf: bool = True) -> Preprocessed:

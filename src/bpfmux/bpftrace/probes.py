@@ -14,10 +14,10 @@ returns the :class:`Context` list each block is compiled for.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BpfmuxError, NotFoundError, NotSupportedError, ParseError
+from ..record import Value
 from ..trace.plan import Group, Mechanism, Resolver, TraceOptions, plan
 from ..trace.spec import ProbeSpec, is_glob, parse_probe
 from . import ast as A
@@ -50,8 +50,7 @@ _SPEC_KIND = {"kprobe": "kprobe", "kretprobe": "kretprobe", "uprobe": "uprobe", 
               "profile": "profile", "software": "software"}  # fmt: skip
 
 
-@dataclass
-class AttachSpec:
+class AttachSpec(Value):
     """One parsed attach point.
 
     :ivar provider: bpftrace's long name (``kprobe``, ``tracepoint``, ``BEGIN`` …).
@@ -62,12 +61,30 @@ class AttachSpec:
     :ivar period_ns: ``interval``: its period; ``hardware``: its sample period.
     """
 
+    __slots__ = ("provider", "text", "parts", "loc", "spec", "period_ns")
+
     provider: str
     text: str
     parts: list[str]
     loc: Loc
-    spec: ProbeSpec | None = None
-    period_ns: int = 0
+    spec: ProbeSpec | None
+    period_ns: int
+
+    def __init__(
+        self,
+        provider: str,
+        text: str,
+        parts: list[str],
+        loc: Loc,
+        spec: ProbeSpec | None = None,
+        period_ns: int = 0,
+    ) -> None:
+        self.provider = provider
+        self.text = text
+        self.parts = parts
+        self.loc = loc
+        self.spec = spec
+        self.period_ns = period_ns
 
     @property
     def wildcard(self) -> bool:
@@ -75,8 +92,7 @@ class AttachSpec:
         return any(is_glob(p) for p in self.parts)
 
 
-@dataclass
-class ProbeTarget:
+class ProbeTarget(Value):
     """One probe a context covers.
 
     :ivar idx: its index (what the ``probe`` builtin stores, the BPF cookie).
@@ -84,13 +100,19 @@ class ProbeTarget:
     :ivar info: what code generation needs (tracepoint, syscall number, function).
     """
 
+    __slots__ = ("idx", "name", "info")
+
     idx: int
     name: str
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any]
+
+    def __init__(self, idx: int, name: str, info: dict[str, Any] | None = None) -> None:
+        self.idx = idx
+        self.name = name
+        self.info = {} if info is None else info
 
 
-@dataclass
-class Context:
+class Context(Value):
     """One program to generate: a probe block on one group of probes.
 
     :ivar block: the probe block's index in the script.
@@ -105,14 +127,36 @@ class Context:
         cannot attach is an error (in a list or a glob it is skipped, as in bpftrace).
     """
 
+    __slots__ = ("block", "provider", "how", "group", "targets", "attach", "retprobe", "lone")
+
     block: int
     provider: str
     how: Mechanism | str
     group: Group | None
     targets: list[ProbeTarget]
     attach: AttachSpec
-    retprobe: bool = False
-    lone: bool = False
+    retprobe: bool
+    lone: bool
+
+    def __init__(
+        self,
+        block: int,
+        provider: str,
+        how: Mechanism | str,
+        group: Group | None,
+        targets: list[ProbeTarget],
+        attach: AttachSpec,
+        retprobe: bool = False,
+        lone: bool = False,
+    ) -> None:
+        self.block = block
+        self.provider = provider
+        self.how = how
+        self.group = group
+        self.targets = targets
+        self.attach = attach
+        self.retprobe = retprobe
+        self.lone = lone
 
     @property
     def name(self) -> str:
@@ -120,8 +164,7 @@ class Context:
         return self.targets[0].name if self.targets else self.attach.text
 
 
-@dataclass
-class Resolution:
+class Resolution(Value):
     """Every block's contexts, and what resolving them had to say.
 
     :ivar contexts: per probe block, its contexts.
@@ -129,9 +172,21 @@ class Resolution:
     :ivar names: probe index → name, for ``probe``.
     """
 
+    __slots__ = ("contexts", "warnings", "names")
+
     contexts: list[list[Context]]
-    warnings: list[str] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
+    warnings: list[str]
+    names: list[str]
+
+    def __init__(
+        self,
+        contexts: list[list[Context]],
+        warnings: list[str] | None = None,
+        names: list[str] | None = None,
+    ) -> None:
+        self.contexts = contexts
+        self.warnings = [] if warnings is None else warnings
+        self.names = [] if names is None else names
 
     @property
     def num_probes(self) -> int:

@@ -17,11 +17,11 @@ import select
 import sys
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .. import api
 from ..errors import BpfError, BpfmuxError, NotFoundError, ParseError
+from ..record import Value
 from ..trace.plan import Mechanism
 from ..uapi import MapType
 from . import ast as A
@@ -43,8 +43,7 @@ _SOFTWARE = {"cpu-clock": "cpu_clock", "cpu": "cpu_clock", "task-clock": "task_c
              "emulation-faults": "emulation_faults", "dummy": "dummy", "bpf-output": "bpf_output"}  # fmt: skip
 
 
-@dataclass
-class Options:
+class Options(Value):
     """What the command line (or a test) sets.
 
     :ivar params: positional parameters.
@@ -57,20 +56,56 @@ class Options:
     :ivar helper_check: ``-k``/``-kk`` level.
     """
 
-    params: list[str] = field(default_factory=list)
-    unsafe: bool = False
-    json: bool = False
-    quiet: bool = False
-    pid: int | None = None
-    child_pid: int = 0
-    has_child: bool = False
-    helper_check: int = 0
-    strlen: int = 64
-    map_keys_max: int = 4096
+    __slots__ = (
+        "params",
+        "unsafe",
+        "json",
+        "quiet",
+        "pid",
+        "child_pid",
+        "has_child",
+        "helper_check",
+        "strlen",
+        "map_keys_max",
+    )
+
+    params: list[str]
+    unsafe: bool
+    json: bool
+    quiet: bool
+    pid: int | None
+    child_pid: int
+    has_child: bool
+    helper_check: int
+    strlen: int
+    map_keys_max: int
+
+    def __init__(
+        self,
+        params: list[str] | None = None,
+        unsafe: bool = False,
+        json: bool = False,
+        quiet: bool = False,
+        pid: int | None = None,
+        child_pid: int = 0,
+        has_child: bool = False,
+        helper_check: int = 0,
+        strlen: int = 64,
+        map_keys_max: int = 4096,
+    ) -> None:
+        self.params = [] if params is None else params
+        self.unsafe = unsafe
+        self.json = json
+        self.quiet = quiet
+        self.pid = pid
+        self.child_pid = child_pid
+        self.has_child = has_child
+        self.helper_check = helper_check
+        self.strlen = strlen
+        self.map_keys_max = map_keys_max
 
 
-@dataclass
-class Script:
+class Script(Value):
     """A script compiled for one kernel.
 
     :ivar program: the syntax tree.
@@ -79,11 +114,27 @@ class Script:
     :ivar programs: one generated program per context.
     """
 
+    __slots__ = ("source", "program", "resolution", "checked", "programs")
+
     source: Source
     program: A.Program
     resolution: Resolution
     checked: Checked
     programs: list[CompiledProgram]
+
+    def __init__(
+        self,
+        source: Source,
+        program: A.Program,
+        resolution: Resolution,
+        checked: Checked,
+        programs: list[CompiledProgram],
+    ) -> None:
+        self.source = source
+        self.program = program
+        self.resolution = resolution
+        self.checked = checked
+        self.programs = programs
 
     @property
     def warnings(self) -> list[str]:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BpfmuxError, NotFoundError
+from ..record import Value
 from ..trace.plan import Mechanism
 from . import ast as A
 from .errors import Loc, ScriptError, Source
@@ -69,8 +69,7 @@ def reg_offset(name: str) -> int:
     return 8 * _PT_REGS.index(_REG_ALIASES.get(name, name))
 
 
-@dataclass
-class Env:
+class Env(Value):
     """What the analysis needs besides the script.
 
     :ivar btf: the kernel's BTF (``None``: none; casts to structs fail).
@@ -83,18 +82,39 @@ class Env:
     :ivar kallsyms: name → address, for ``kaddr()`` (loaded lazily when ``None``).
     """
 
-    btf: Any = None
-    params: list[str] = field(default_factory=list)
-    unsafe: bool = False
-    has_child: bool = False
-    child_pid: int = 0
-    strlen: int = STRLEN
-    map_keys_max: int = MAP_KEYS_MAX
-    kallsyms: dict[str, int] | None = None
+    __slots__ = ("btf", "params", "unsafe", "has_child", "child_pid", "strlen", "map_keys_max", "kallsyms")
+
+    btf: Any
+    params: list[str]
+    unsafe: bool
+    has_child: bool
+    child_pid: int
+    strlen: int
+    map_keys_max: int
+    kallsyms: dict[str, int] | None
+
+    def __init__(
+        self,
+        btf: Any = None,
+        params: list[str] | None = None,
+        unsafe: bool = False,
+        has_child: bool = False,
+        child_pid: int = 0,
+        strlen: int = STRLEN,
+        map_keys_max: int = MAP_KEYS_MAX,
+        kallsyms: dict[str, int] | None = None,
+    ) -> None:
+        self.btf = btf
+        self.params = [] if params is None else params
+        self.unsafe = unsafe
+        self.has_child = has_child
+        self.child_pid = child_pid
+        self.strlen = strlen
+        self.map_keys_max = map_keys_max
+        self.kallsyms = kallsyms
 
 
-@dataclass
-class MapInfo:
+class MapInfo(Value):
     """One ``@map``.
 
     :ivar keys: the key's component types (empty: no key).
@@ -102,12 +122,22 @@ class MapInfo:
     :ivar index: its id in output actions (``print``, ``clear``).
     """
 
+    __slots__ = ("name", "keys", "value", "loc", "index", "keyed")
+
     name: str
     keys: list[T]
     value: T
     loc: Loc
-    index: int = 0
-    keyed: bool = False
+    index: int
+    keyed: bool
+
+    def __init__(self, name: str, keys: list[T], value: T, loc: Loc, index: int = 0, keyed: bool = False) -> None:
+        self.name = name
+        self.keys = keys
+        self.value = value
+        self.loc = loc
+        self.index = index
+        self.keyed = keyed
 
     @property
     def array(self) -> bool:
@@ -133,8 +163,7 @@ class MapInfo:
         return self.value.kind in AGGREGATIONS
 
 
-@dataclass
-class Action:
+class Action(Value):
     """An output call user space carries out when its event arrives.
 
     :ivar kind: ``printf``, ``time``, ``join``, ``cat``, ``system``,
@@ -145,17 +174,36 @@ class Action:
     :ivar top: / :ivar div: ``print(@m, top, div)``.
     """
 
+    __slots__ = ("kind", "fmt", "args", "map", "top", "div", "loc")
+
     kind: str
-    fmt: str = ""
-    args: list[T] = field(default_factory=list)
-    map: str = ""
-    top: int = 0
-    div: int = 0
-    loc: Loc | None = None
+    fmt: str
+    args: list[T]
+    map: str
+    top: int
+    div: int
+    loc: Loc | None
+
+    def __init__(
+        self,
+        kind: str,
+        fmt: str = "",
+        args: list[T] | None = None,
+        map: str = "",
+        top: int = 0,
+        div: int = 0,
+        loc: Loc | None = None,
+    ) -> None:
+        self.kind = kind
+        self.fmt = fmt
+        self.args = [] if args is None else args
+        self.map = map
+        self.top = top
+        self.div = div
+        self.loc = loc
 
 
-@dataclass
-class ArgsField:
+class ArgsField(Value):
     """How a context reads ``args->NAME``.
 
     :ivar how: ``record`` (tracepoint record offset), ``data_loc`` (a
@@ -168,33 +216,62 @@ class ArgsField:
         per probe of the context.
     """
 
+    __slots__ = ("how", "type", "per_probe")
+
     how: str
     type: T
     per_probe: dict[int, int]
 
+    def __init__(self, how: str, type: T, per_probe: dict[int, int]) -> None:
+        self.how = how
+        self.type = type
+        self.per_probe = per_probe
 
-@dataclass
-class CtxInfo:
+
+class CtxInfo(Value):
     """What the analysis found for one context."""
 
+    __slots__ = ("ctx", "types", "fields", "vars", "var_widths", "actions", "consts", "signature")
+
     ctx: Context
-    types: dict[int, T] = field(default_factory=dict)
-    fields: dict[int, ArgsField] = field(default_factory=dict)
-    vars: dict[str, T] = field(default_factory=dict)
+    types: dict[int, T]
+    fields: dict[int, ArgsField]
+    vars: dict[str, T]
     #: an integer variable's width as first assigned (stored widened; bswap() swaps that many bytes, as bpftrace)
-    var_widths: dict[str, int] = field(default_factory=dict)
-    actions: dict[int, int] = field(default_factory=dict)
-    consts: dict[int, int] = field(default_factory=dict)
-    signature: Any = None
+    var_widths: dict[str, int]
+    actions: dict[int, int]
+    consts: dict[int, int]
+    signature: Any
+
+    def __init__(
+        self,
+        ctx: Context,
+        types: dict[int, T] | None = None,
+        fields: dict[int, ArgsField] | None = None,
+        vars: dict[str, T] | None = None,
+        var_widths: dict[str, int] | None = None,
+        actions: dict[int, int] | None = None,
+        consts: dict[int, int] | None = None,
+        signature: Any = None,
+    ) -> None:
+        self.ctx = ctx
+        self.types = {} if types is None else types
+        self.fields = {} if fields is None else fields
+        self.vars = {} if vars is None else vars
+        self.var_widths = {} if var_widths is None else var_widths
+        self.actions = {} if actions is None else actions
+        self.consts = {} if consts is None else consts
+        self.signature = signature
 
     def type(self, node: A.Expr) -> T:
         """The type of ``node`` in this context."""
         return self.types[id(node)]
 
 
-@dataclass
-class Checked:
+class Checked(Value):
     """The result of :func:`analyze`."""
+
+    __slots__ = ("program", "resolution", "contexts", "maps", "actions", "env", "source")
 
     program: A.Program
     resolution: Resolution
@@ -202,7 +279,25 @@ class Checked:
     maps: dict[str, MapInfo]
     actions: list[Action]
     env: Env
-    source: Source | None = None
+    source: Source | None
+
+    def __init__(
+        self,
+        program: A.Program,
+        resolution: Resolution,
+        contexts: list[CtxInfo],
+        maps: dict[str, MapInfo],
+        actions: list[Action],
+        env: Env,
+        source: Source | None = None,
+    ) -> None:
+        self.program = program
+        self.resolution = resolution
+        self.contexts = contexts
+        self.maps = maps
+        self.actions = actions
+        self.env = env
+        self.source = source
 
 
 class _Lenient(Exception):

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import builtins
 import enum
-from dataclasses import dataclass, field, replace
+
+from ..record import Frozen
+
+_set = object.__setattr__
 
 __all__ = ["COMM_SIZE", "K", "T", "align8", "is_scalar", "slot_size"]
 
@@ -64,8 +67,7 @@ _SCALARS = frozenset({K.INT, K.PTR, K.KSTACK, K.USTACK, K.KSYM, K.FUNC, K.PROBE,
                       K.SUM, K.MIN, K.MAX})  # fmt: skip
 
 
-@dataclass(frozen=True)
-class T:
+class T(Frozen):
     """A type.
 
     :ivar kind: the :class:`K`.
@@ -83,19 +85,71 @@ class T:
     :ivar lhist: ``(min, max, step)`` of an ``lhist()``.
     """
 
+    __slots__ = (
+        "kind",
+        "size",
+        "signed",
+        "pointee",
+        "btf_id",
+        "name",
+        "elems",
+        "count",
+        "user",
+        "mode",
+        "limit",
+        "lhist",
+        "extra",
+    )
+
     kind: K
-    size: int = 8
-    signed: bool = False
-    pointee: T | None = None
-    btf_id: int = 0
-    name: str = ""
-    elems: tuple[T, ...] = ()
-    count: int = 0
-    user: bool = False
-    mode: str = "bpftrace"
-    limit: int = 127
-    lhist: tuple[int, int, int] = (0, 0, 0)
-    extra: tuple[object, ...] = field(default=())
+    size: int
+    signed: bool
+    pointee: T | None
+    btf_id: int
+    name: str
+    elems: tuple[T, ...]
+    count: int
+    user: bool
+    mode: str
+    limit: int
+    lhist: tuple[int, int, int]
+    extra: tuple[object, ...]
+
+    def __init__(
+        self,
+        kind: K,
+        size: int = 8,
+        signed: bool = False,
+        pointee: T | None = None,
+        btf_id: int = 0,
+        name: str = "",
+        elems: tuple[T, ...] = (),
+        count: int = 0,
+        user: bool = False,
+        mode: str = "bpftrace",
+        limit: int = 127,
+        lhist: tuple[int, int, int] = (0, 0, 0),
+        extra: tuple[object, ...] = (),
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "size", size)
+        _set(self, "signed", signed)
+        _set(self, "pointee", pointee)
+        _set(self, "btf_id", btf_id)
+        _set(self, "name", name)
+        _set(self, "elems", elems)
+        _set(self, "count", count)
+        _set(self, "user", user)
+        _set(self, "mode", mode)
+        _set(self, "limit", limit)
+        _set(self, "lhist", lhist)
+        _set(self, "extra", extra)
+
+    def _values(self) -> tuple[object, ...]:
+        # what equality and hashing compare (types are compared often during the analysis): the fields, in order,
+        # without the generic per-name lookup
+        return (self.kind, self.size, self.signed, self.pointee, self.btf_id, self.name, self.elems, self.count,
+                self.user, self.mode, self.limit, self.lhist, self.extra)  # fmt: skip
 
     # -- constructors ---------------------------------------------------------------------
 
@@ -126,7 +180,7 @@ class T:
 
     def with_user(self, user: bool) -> T:
         """The same type marked as pointing into user (or kernel) memory."""
-        return replace(self, user=user)
+        return self.replace(user=user)
 
     # -- questions ------------------------------------------------------------------------
 
