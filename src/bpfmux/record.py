@@ -38,7 +38,9 @@ class Record:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__match_args__" not in cls.__dict__:
-            cls.__match_args__ = tuple(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ()))
+            cls.__match_args__ = tuple(  # type: ignore[misc]
+                n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ())
+            )
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, n) for n in self.__match_args__)
@@ -68,7 +70,7 @@ class Value(Record):
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -78,7 +80,7 @@ class Frozen(Value):
 
     __slots__ = ()
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # type: ignore[override]  # Value's is None
         return hash(self._values())
 
     def __setattr__(self, name: str, value: object) -> None:
