@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from bpfmux.abi.context import ContextLayout, CtxAccess, CtxField
+from bpfmux.abi.tpformat import TpField, TracepointFormat
 from bpfmux.api import TestRunResult
+from bpfmux.btf.builder import BtfBuilder
 from bpfmux.cli._common import Privileges
 from bpfmux.host.elfsyms import ElfSymbol
 from bpfmux.host.kallsyms import KernelSymbol
@@ -72,6 +75,9 @@ def test_insn_equality_hash_repr_and_replace() -> None:
         TaskFdInfo(1, TaskFdType.UPROBE, "/bin/sh", 0x10, 0),
         ProbeSpec("tracepoint", "t:sched:*", category="sched", name="*"),
         parse_section("uprobe.multi/libc.so.6:getpid"),
+        ContextLayout("u64[2]", 16, "fields", fields=(CtxField("a", 0, 8), CtxField("b", 8, 8, load="ptr_to_btf_id"))),
+        CtxAccess(True, field=CtxField("a", 0, 8)),
+        TracepointFormat("sched", "x", 7, (TpField("int pid", "pid", "int", 8, 4, True),), "fmt"),
     ],
     ids=lambda v: type(v).__qualname__,
 )
@@ -101,8 +107,30 @@ def test_defaults_and_keyword_calls_match_the_dataclasses() -> None:
     assert FeatureProbe(False).as_dict() == {"supported": False, "detail": "", "method": "load"}
     assert FeatureProbe(**FeatureProbe(True, "d", "create").as_dict()) == FeatureProbe(True, "d", "create")
     assert QueryResult([1, 2], 0, 3).prog_ids == [1, 2]
+    assert CtxField("a", 0, 8) == CtxField("a", 0, 8, True, (), False, "scalar", None, False)
+    assert ContextLayout("c", 8) == ContextLayout("c", 8, "window", 0, 0, (), False, "")
+    assert CtxAccess(False) == CtxAccess(False, "", "scalar", None)
+    assert TpField("int x", "x", "int", 0, 4, True) == TpField("int x", "x", "int", 0, 4, True, None, False, False)
+    assert TracepointFormat("s", "n", 1, ()).print_fmt == ""
     with pytest.raises(TypeError):
         hash(QueryResult([1], 0, 0))  # a list field: unhashable, as the dataclass was
+
+
+def test_btf_records_keep_value_semantics() -> None:
+    b = BtfBuilder()
+    i32 = b.int("int", 4, signed=True)
+    s = b.struct("pair", [("a", i32, 0), ("b", i32, 32)], size=8)
+    b.func("f", b.func_proto(i32, [("p", s), ("n", i32)]))
+    btf = b.btf
+    fields = btf.fields("pair")
+    assert [(f.name, f.bit_offset, f.bitfield_size) for f in fields] == [("a", 0, 0), ("b", 32, 0)]
+    assert fields == btf.fields("pair") and hash(fields[0]) == hash(btf.fields("pair")[0])
+    assert fields[1].replace(name="c").name == "c" and fields[1].replace(name="c").bit_offset == 32
+    sig = btf.func("f")
+    assert sig == btf.func("f") and sig.arg_names == ["p", "n"] and sig.args[0].by_value_struct
+    assert pickle.loads(pickle.dumps(sig)) == sig and {sig: 1}[btf.func("f")] == 1
+    with pytest.raises(AttributeError):
+        sig.name = "g"  # type: ignore[misc]
 
 
 def test_mutable_defaults_are_fresh_per_instance() -> None:
@@ -135,7 +163,8 @@ def test_the_start_up_path_does_not_import_dataclasses() -> None:
         "import sys\n"
         "import bpfmux.cli.main, bpfmux.cli.bpftrace, bpfmux.live.kernel, bpfmux.host.targets, bpfmux.attach\n"
         "import bpfmux.live.links.uprobe_multi, bpfmux.live.links, bpfmux.live.ringbuf, bpfmux.isa.build\n"
-        "import bpfmux.trace.plan, bpfmux.live.features, bpfmux.obj.sections\n"
+        "import bpfmux.trace.plan, bpfmux.live.features, bpfmux.obj.sections, bpfmux.abi.tpformat\n"
+        "import bpfmux.btf.funcs, bpfmux.btf.layout\n"
         "print(sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC)}
