@@ -34,9 +34,9 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
+from .record import Frozen
 from .uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .obj.spec import ObjectSpec, ProgramSpec
 
 __all__ = ["FEATURES", "Closable", "close_all", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
+
+_set = object.__setattr__
 
 #: the feature names :meth:`Kernel.supports` answers
 FEATURES = ("kprobes", "kprobe_multi", "kprobe_session", "uprobes", "uprobe_multi", "uprobe_session", "fentry",
@@ -89,8 +91,7 @@ def close_all(objs: Iterable[Any]) -> None:
         raise errors[0]
 
 
-@dataclass(frozen=True)
-class TestRunResult:
+class TestRunResult(Frozen):
     """What one ``BPF_PROG_TEST_RUN`` reports, on either kernel.
 
     :ivar retval: the program's return value as the kernel reports it (u32).
@@ -101,11 +102,18 @@ class TestRunResult:
     """
 
     __test__ = False  # not a pytest class
+    __slots__ = ("retval", "duration_ns", "data_out", "ctx_out")
 
     retval: int
-    duration_ns: int = 0
-    data_out: bytes = b""
-    ctx_out: bytes = b""
+    duration_ns: int
+    data_out: bytes
+    ctx_out: bytes
+
+    def __init__(self, retval: int, duration_ns: int = 0, data_out: bytes = b"", ctx_out: bytes = b"") -> None:
+        _set(self, "retval", retval)
+        _set(self, "duration_ns", duration_ns)
+        _set(self, "data_out", data_out)
+        _set(self, "ctx_out", ctx_out)
 
 
 class Link(Closable):

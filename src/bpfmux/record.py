@@ -24,10 +24,22 @@ pickling rely on).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, Self
 
 __all__ = ["Frozen", "Record", "Value"]
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function giving an object's ``names`` attributes as a tuple (C-speed
+    :func:`operator.attrgetter` where it already returns one)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
 
 
 class Record:
@@ -35,21 +47,20 @@ class Record:
 
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
+    #: the fields of an instance as a tuple (what equality, hashing and pickling compare)
+    _values_of: ClassVar[staticmethod[[Any], tuple[Any, ...]]] = staticmethod(_getter(()))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__match_args__" not in cls.__dict__:
-            names = tuple(n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ()))
-            cls.__match_args__ = names  # type: ignore[misc]  # set once per class, as the ClassVar says
-        if "_values" not in cls.__dict__:
-            names = cls.__match_args__
-            if len(names) > 1:  # one C call builds the tuple that equality, hashing and pickling compare
-                get = attrgetter(*names)
-                cls._values = lambda self: get(self)  # type: ignore[method-assign]  # the same method, faster
+            cls.__match_args__ = tuple(  # type: ignore[misc]
+                n for k in reversed(cls.__mro__) for n in k.__dict__.get("__slots__", ())
+            )
+        if "_values_of" not in cls.__dict__:  # a class may spell out its own (a faster one for a hot class)
+            cls._values_of = staticmethod(_getter(cls.__match_args__))
 
     def _values(self) -> tuple[Any, ...]:
-        """The fields' values, in order."""
-        return tuple(getattr(self, n) for n in self.__match_args__)
+        return self._values_of(self)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__match_args__)
@@ -76,9 +87,10 @@ class Value(Record):
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()
+        values = self._values_of
+        return values(self) == values(other)
 
-    # defining __eq__ without __hash__ makes instances unhashable, as a dataclass with eq=True
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Frozen(Value):
@@ -86,8 +98,8 @@ class Frozen(Value):
 
     __slots__ = ()
 
-    def __hash__(self) -> int:
-        return hash(self._values())
+    def __hash__(self) -> int:  # type: ignore[override]  # Value's is None
+        return hash(self._values_of(self))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"cannot assign to field {name!r} of a frozen {type(self).__qualname__}")
@@ -97,4 +109,4 @@ class Frozen(Value):
 
     def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
         # copy, deepcopy and pickle rebuild through __init__ (setting slots one by one is refused above)
-        return type(self), self._values()
+        return type(self), self._values_of(self)

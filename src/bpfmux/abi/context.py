@@ -17,15 +17,17 @@ Layouts are immutable and hashable, so the verifier can key caches on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from ..record import Frozen
+
+_set = object.__setattr__
 
 #: What a successful context load puts into the destination register.
 LoadKind = Literal["scalar", "ptr_to_btf_id", "ptr_to_tp_buffer", "ptr_to_packet"]
 
 
-@dataclass(frozen=True, slots=True)
-class CtxField:
+class CtxField(Frozen):
     """One field of a ``kind="fields"`` or ``kind="btf"`` context.
 
     :ivar name: field name, as in the C struct.
@@ -42,15 +44,39 @@ class CtxField:
     :ivar signed: whether the field is a signed integer (informational).
     """
 
+    __slots__ = ("name", "offset", "size", "narrow", "sizes", "writable", "load", "btf_type", "signed")
+
     name: str
     offset: int
     size: int
-    narrow: bool = True
-    sizes: tuple[int, ...] = ()
-    writable: bool = False
-    load: LoadKind = "scalar"
-    btf_type: str | None = None
-    signed: bool = False
+    narrow: bool
+    sizes: tuple[int, ...]
+    writable: bool
+    load: LoadKind
+    btf_type: str | None
+    signed: bool
+
+    def __init__(
+        self,
+        name: str,
+        offset: int,
+        size: int,
+        narrow: bool = True,
+        sizes: tuple[int, ...] = (),
+        writable: bool = False,
+        load: LoadKind = "scalar",
+        btf_type: str | None = None,
+        signed: bool = False,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "offset", offset)
+        _set(self, "size", size)
+        _set(self, "narrow", narrow)
+        _set(self, "sizes", sizes)
+        _set(self, "writable", writable)
+        _set(self, "load", load)
+        _set(self, "btf_type", btf_type)
+        _set(self, "signed", signed)
 
     @property
     def end(self) -> int:
@@ -58,8 +84,7 @@ class CtxField:
         return self.offset + self.size
 
 
-@dataclass(frozen=True, slots=True)
-class CtxAccess:
+class CtxAccess(Frozen):
     """The verdict on one context access.
 
     :ivar ok: whether the access is allowed.
@@ -69,14 +94,21 @@ class CtxAccess:
     :ivar field: the field accessed, when the layout has fields.
     """
 
+    __slots__ = ("ok", "reason", "load", "field")
+
     ok: bool
-    reason: str = ""
-    load: LoadKind = "scalar"
-    field: CtxField | None = None
+    reason: str
+    load: LoadKind
+    field: CtxField | None
+
+    def __init__(self, ok: bool, reason: str = "", load: LoadKind = "scalar", field: CtxField | None = None) -> None:
+        _set(self, "ok", ok)
+        _set(self, "reason", reason)
+        _set(self, "load", load)
+        _set(self, "field", field)
 
 
-@dataclass(frozen=True, slots=True)
-class ContextLayout:
+class ContextLayout(Frozen):
     """The context a program type sees, and the kernel's rules for it.
 
     :ivar name: the C type (``struct pt_regs``, ``u64[12]``, …).
@@ -92,14 +124,36 @@ class ContextLayout:
         this is; used in messages.
     """
 
+    __slots__ = ("name", "size", "kind", "lo", "hi", "fields", "writable", "func")
+
     name: str
     size: int
-    kind: Literal["window", "fields", "btf"] = "window"
-    lo: int = 0
-    hi: int = 0
-    fields: tuple[CtxField, ...] = field(default=())
-    writable: bool = False
-    func: str = ""
+    kind: Literal["window", "fields", "btf"]
+    lo: int
+    hi: int
+    fields: tuple[CtxField, ...]
+    writable: bool
+    func: str
+
+    def __init__(
+        self,
+        name: str,
+        size: int,
+        kind: Literal["window", "fields", "btf"] = "window",
+        lo: int = 0,
+        hi: int = 0,
+        fields: tuple[CtxField, ...] = (),
+        writable: bool = False,
+        func: str = "",
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "size", size)
+        _set(self, "kind", kind)
+        _set(self, "lo", lo)
+        _set(self, "hi", hi)
+        _set(self, "fields", fields)
+        _set(self, "writable", writable)
+        _set(self, "func", func)
 
     def field_at(self, offset: int) -> CtxField | None:
         """The field that contains byte ``offset``, if any."""

@@ -25,12 +25,14 @@ import gzip
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NotFoundError, ParseError
 from ..host.files import MiB, read_text
+from ..record import Frozen
 from .context import ContextLayout, CtxField
+
+_set = object.__setattr__
 
 #: ``PERF_MAX_TRACE_SIZE`` of Linux 6.18: the end of what a tracepoint program may read.
 PERF_MAX_TRACE_SIZE = 8192
@@ -45,8 +47,7 @@ _FIELD_RE = re.compile(
 _ARRAY_RE = re.compile(r"\[(\d*)\]\s*$")
 
 
-@dataclass(frozen=True, slots=True)
-class TpField:
+class TpField(Frozen):
     """One field of a tracepoint record.
 
     :ivar decl: the C declaration as tracefs prints it (``char prev_comm[16]``).
@@ -61,19 +62,42 @@ class TpField:
     :ivar common: ``True`` for the ``common_*`` header fields.
     """
 
+    __slots__ = ("decl", "name", "type", "offset", "size", "signed", "array_len", "data_loc", "common")
+
     decl: str
     name: str
     type: str
     offset: int
     size: int
     signed: bool
-    array_len: int | None = None
-    data_loc: bool = False
-    common: bool = False
+    array_len: int | None
+    data_loc: bool
+    common: bool
+
+    def __init__(
+        self,
+        decl: str,
+        name: str,
+        type: str,
+        offset: int,
+        size: int,
+        signed: bool,
+        array_len: int | None = None,
+        data_loc: bool = False,
+        common: bool = False,
+    ) -> None:
+        _set(self, "decl", decl)
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "offset", offset)
+        _set(self, "size", size)
+        _set(self, "signed", signed)
+        _set(self, "array_len", array_len)
+        _set(self, "data_loc", data_loc)
+        _set(self, "common", common)
 
 
-@dataclass(frozen=True, slots=True)
-class TracepointFormat:
+class TracepointFormat(Frozen):
     """A parsed tracefs format file.
 
     :ivar system: the event's system (``sched``), empty when unknown.
@@ -83,11 +107,20 @@ class TracepointFormat:
     :ivar print_fmt: the ``print fmt:`` line's text (may be empty).
     """
 
+    __slots__ = ("system", "name", "id", "fields", "print_fmt")
+
     system: str
     name: str
     id: int
     fields: tuple[TpField, ...]
-    print_fmt: str = ""
+    print_fmt: str
+
+    def __init__(self, system: str, name: str, id: int, fields: tuple[TpField, ...], print_fmt: str = "") -> None:
+        _set(self, "system", system)
+        _set(self, "name", name)
+        _set(self, "id", id)
+        _set(self, "fields", fields)
+        _set(self, "print_fmt", print_fmt)
 
     @property
     def size(self) -> int:

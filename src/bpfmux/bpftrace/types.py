@@ -145,11 +145,10 @@ class T(Frozen):
         _set(self, "lhist", lhist)
         _set(self, "extra", extra)
 
-    def _values(self) -> tuple[object, ...]:
-        # what equality and hashing compare (types are compared often during the analysis): the fields, in order,
-        # without the generic per-name lookup
-        return (self.kind, self.size, self.signed, self.pointee, self.btf_id, self.name, self.elems, self.count,
-                self.user, self.mode, self.limit, self.lhist, self.extra)  # fmt: skip
+    # what equality and hashing compare (types are compared often during the analysis): the fields, in order,
+    # spelled out (faster than the generic getter for thirteen fields)
+    _values_of = staticmethod(lambda t: (t.kind, t.size, t.signed, t.pointee, t.btf_id, t.name, t.elems, t.count,
+                                         t.user, t.mode, t.limit, t.lhist, t.extra))  # fmt: skip
 
     # -- constructors ---------------------------------------------------------------------
 

@@ -683,7 +683,7 @@ def patch_insn(insn: Insn, res: CoreResult) -> Insn:
         if res.validate and (insn.imm & 0xFFFFFFFF) != (orig & 0xFFFFFFFF):
             raise CoreRelocationError(f"instruction {insn!r} has imm {insn.imm}, expected {orig} (object and BTF disagree)", res.relo)
         val = new & 0xFFFFFFFF
-        return replace(insn, imm=val - (1 << 32) if val & 0x80000000 else val)
+        return insn.replace(imm=val - (1 << 32) if val & 0x80000000 else val)
     if cls in (0x01, 0x02, 0x03):  # LDX, ST, STX
         if res.validate and insn.off != orig:
             raise CoreRelocationError(f"instruction {insn!r} has offset {insn.off}, expected {orig}", res.relo)
@@ -699,11 +699,11 @@ def patch_insn(insn: Insn, res: CoreResult) -> Insn:
             if res.new_sz not in _SIZE_BITS:
                 raise CoreRelocationError(f"relocated field size {res.new_sz} is no load/store size", res.relo)
             opcode = (opcode & ~0x18) | _SIZE_BITS[res.new_sz]
-        return replace(insn, opcode=opcode, off=new)
+        return insn.replace(opcode=opcode, off=new)
     if insn.opcode == 0x18:  # lddw
         if insn.src != 0 or insn.off != 0:
             raise CoreRelocationError(f"lddw {insn!r} has an unexpected form for a CO-RE relocation", res.relo)
         if res.validate and (insn.imm & 0xFFFFFFFFFFFFFFFF) != (orig & 0xFFFFFFFFFFFFFFFF):
             raise CoreRelocationError(f"lddw {insn!r} holds {insn.imm}, expected {orig}", res.relo)
-        return replace(insn, imm=new & 0xFFFFFFFFFFFFFFFF)
+        return insn.replace(imm=new & 0xFFFFFFFFFFFFFFFF)
     raise CoreRelocationError(f"cannot relocate instruction {insn!r} (opcode {insn.opcode:#x})", res.relo)

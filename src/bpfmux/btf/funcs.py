@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError
+from ..record import Frozen
 from ..uapi import BtfKind, FuncLinkage
 from .layout import TypeKindError, resolve, sizeof
 from .types import Composite, Enum, Func, FuncProto, Int, Type
@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ArgInfo", "FuncSignature", "signature", "prototype"]
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
-class ArgInfo:
+
+class ArgInfo(Frozen):
     """One argument of a function.
 
     :ivar name: argument name (``""`` when BTF has none).
@@ -27,11 +28,20 @@ class ArgInfo:
     :ivar signed: an integer/enum argument that is signed.
     """
 
+    __slots__ = ("name", "type", "size", "by_value_struct", "signed")
+
     name: str
     type: Type
     size: int
     by_value_struct: bool
     signed: bool
+
+    def __init__(self, name: str, type: Type, size: int, by_value_struct: bool, signed: bool) -> None:
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "size", size)
+        _set(self, "by_value_struct", by_value_struct)
+        _set(self, "signed", signed)
 
     @property
     def nregs(self) -> int:
@@ -39,8 +49,7 @@ class ArgInfo:
         return max(1, (self.size + 7) // 8)
 
 
-@dataclass(frozen=True, slots=True)
-class FuncSignature:
+class FuncSignature(Frozen):
     """A function's prototype as BTF records it.
 
     :ivar name: function name.
@@ -53,6 +62,8 @@ class FuncSignature:
     :ivar variadic: the prototype ends with ``...``.
     """
 
+    __slots__ = ("name", "func_id", "proto_id", "linkage", "args", "return_type", "return_size", "variadic")
+
     name: str
     func_id: int
     proto_id: int
@@ -61,6 +72,26 @@ class FuncSignature:
     return_type: Type
     return_size: int
     variadic: bool
+
+    def __init__(
+        self,
+        name: str,
+        func_id: int,
+        proto_id: int,
+        linkage: FuncLinkage | int,
+        args: tuple[ArgInfo, ...],
+        return_type: Type,
+        return_size: int,
+        variadic: bool,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "func_id", func_id)
+        _set(self, "proto_id", proto_id)
+        _set(self, "linkage", linkage)
+        _set(self, "args", args)
+        _set(self, "return_type", return_type)
+        _set(self, "return_size", return_size)
+        _set(self, "variadic", variadic)
 
     @property
     def nargs(self) -> int:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError, ParseError
+from ..record import Frozen
 from ..uapi import BtfKind
 from .types import Array, Composite, Datasec, Enum, Float, Int, Ptr, Type, Var, _Ref
 
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from .model import Btf
 
 __all__ = ["FieldInfo", "TypeKindError", "alignof", "fields", "member", "resolve", "sizeof", "PTR_SIZE", "MAX_RESOLVE_DEPTH"]
+
+_set = object.__setattr__
 
 PTR_SIZE = 8
 #: Longest chain of typedef/qualifier/array references followed before giving up (a loop).
@@ -26,8 +28,7 @@ class TypeKindError(BpfmuxError, TypeError):
     """An operation was applied to a BTF type of the wrong kind (``sizeof(void)``, a member of an int, …)."""
 
 
-@dataclass(frozen=True, slots=True)
-class FieldInfo:
+class FieldInfo(Frozen):
     """Where a field lives inside a struct/union (offsets from the outermost type).
 
     :ivar name: the path (``"se.vruntime"``) or member name.
@@ -36,10 +37,18 @@ class FieldInfo:
     :ivar bitfield_size: width in bits for a bitfield, else 0.
     """
 
+    __slots__ = ("name", "type", "bit_offset", "bitfield_size")
+
     name: str
     type: Type
     bit_offset: int
-    bitfield_size: int = 0
+    bitfield_size: int
+
+    def __init__(self, name: str, type: Type, bit_offset: int, bitfield_size: int = 0) -> None:
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "bit_offset", bit_offset)
+        _set(self, "bitfield_size", bitfield_size)
 
     @property
     def offset(self) -> int:

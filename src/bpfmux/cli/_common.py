@@ -12,10 +12,10 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
+from ..record import Frozen
 
 __all__ = [
     "EXIT_FAILURE",
@@ -49,6 +49,7 @@ EXIT_INTERRUPTED = 130
 #: The sentence the epilogs use for the statuses above.
 EXIT_STATUS_HELP = "exit status: 0 on success, 1 on an error, 2 on bad usage, 130 after Ctrl-C."
 
+_set = object.__setattr__
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 # capability numbers (linux/capability.h)
@@ -228,8 +229,7 @@ def parse_command(text: str) -> list[str]:
 # --- privileges ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Privileges:
+class Privileges(Frozen):
     """What decides whether this process may load tracing programs.
 
     :ivar euid: effective user id.
@@ -241,11 +241,27 @@ class Privileges:
     :ivar seccomp: ``Seccomp`` of /proc/self/status (2: a filter is active).
     """
 
+    __slots__ = ("euid", "caps", "unprivileged_bpf_disabled", "lockdown", "seccomp")
+
     euid: int
     caps: int
-    unprivileged_bpf_disabled: int | None = None
-    lockdown: str | None = None
-    seccomp: int = 0
+    unprivileged_bpf_disabled: int | None
+    lockdown: str | None
+    seccomp: int
+
+    def __init__(
+        self,
+        euid: int,
+        caps: int,
+        unprivileged_bpf_disabled: int | None = None,
+        lockdown: str | None = None,
+        seccomp: int = 0,
+    ) -> None:
+        _set(self, "euid", euid)
+        _set(self, "caps", caps)
+        _set(self, "unprivileged_bpf_disabled", unprivileged_bpf_disabled)
+        _set(self, "lockdown", lockdown)
+        _set(self, "seccomp", seccomp)
 
     def has(self, cap: int) -> bool:
         """Whether capability number ``cap`` is effective."""

@@ -17,20 +17,20 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from ..record import Frozen
 from .files import MiB, read_file
 from .globs import match
 from .ldcache import resolve_binary
 
 __all__ = ["ElfSymbol", "ElfSymbols"]
 
+_set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True)
-class ElfSymbol:
+class ElfSymbol(Frozen):
     """A function symbol of a user binary.
 
     :ivar name: plain name (without version).
@@ -46,15 +46,39 @@ class ElfSymbol:
         debug file's ``.symtab``).
     """
 
+    __slots__ = ("name", "address", "size", "offset", "version", "default", "binding", "kind", "table")
+
     name: str
     address: int
     size: int
     offset: int
-    version: str | None = None
-    default: bool = True
-    binding: str = "global"
-    kind: str = "func"
-    table: str = ".dynsym"
+    version: str | None
+    default: bool
+    binding: str
+    kind: str
+    table: str
+
+    def __init__(
+        self,
+        name: str,
+        address: int,
+        size: int,
+        offset: int,
+        version: str | None = None,
+        default: bool = True,
+        binding: str = "global",
+        kind: str = "func",
+        table: str = ".dynsym",
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "address", address)
+        _set(self, "size", size)
+        _set(self, "offset", offset)
+        _set(self, "version", version)
+        _set(self, "default", default)
+        _set(self, "binding", binding)
+        _set(self, "kind", kind)
+        _set(self, "table", table)
 
     @property
     def versioned_name(self) -> str:
@@ -360,9 +384,10 @@ _SHT_GNU_VERDEF, _SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFF
 _NT_GNU_BUILD_ID = 3
 
 
-@dataclass(frozen=True, slots=True)
-class _Table:
+class _Table(Frozen):
     """One symbol table of an image, kept raw until names are asked for."""
+
+    __slots__ = ("name", "raw", "entsize", "strtab", "is64", "end", "versym", "verdefs", "source")
 
     name: str  # ".dynsym" / ".symtab"
     raw: bytes
@@ -373,6 +398,28 @@ class _Table:
     versym: list[int] | None
     verdefs: dict[int, str]
     source: str
+
+    def __init__(
+        self,
+        name: str,
+        raw: bytes,
+        entsize: int,
+        strtab: bytes,
+        is64: bool,
+        end: str,
+        versym: list[int] | None,
+        verdefs: dict[int, str],
+        source: str,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "raw", raw)
+        _set(self, "entsize", entsize)
+        _set(self, "strtab", strtab)
+        _set(self, "is64", is64)
+        _set(self, "end", end)
+        _set(self, "versym", versym)
+        _set(self, "verdefs", verdefs)
+        _set(self, "source", source)
 
 
 def _parse_elf(

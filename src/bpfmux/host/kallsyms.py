@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
+from ..record import Frozen
 from .files import MiB, read_text
 from .globs import match
 
 __all__ = ["KernelSymbol", "KernelSymbols", "parse_kallsyms", "syscall_function"]
 
+_set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True)
-class KernelSymbol:
+class KernelSymbol(Frozen):
     """One line of ``/proc/kallsyms``.
 
     :ivar name: symbol name.
@@ -25,10 +25,18 @@ class KernelSymbol:
     :ivar module: the module it belongs to, ``None`` for the core kernel.
     """
 
+    __slots__ = ("name", "address", "type", "module")
+
     name: str
     address: int
     type: str
-    module: str | None = None
+    module: str | None
+
+    def __init__(self, name: str, address: int, type: str, module: str | None = None) -> None:
+        _set(self, "name", name)
+        _set(self, "address", address)
+        _set(self, "type", type)
+        _set(self, "module", module)
 
     @property
     def is_function(self) -> bool:

@@ -12,9 +12,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError, NotFoundError, NotSupportedError, ParseError
+from ..record import Frozen
 from . import tracefs
 from .elfsyms import ElfSymbols
 from .globs import is_glob, match
@@ -31,9 +31,10 @@ __all__ = [
     "resolve_uprobe_targets",
 ]
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
-class UprobeTarget:
+
+class UprobeTarget(Frozen):
     """A parsed uprobe target.
 
     :ivar binary: path or library name, as written.
@@ -41,18 +42,31 @@ class UprobeTarget:
     :ivar offset: extra offset after the symbol, or the file offset itself.
     """
 
+    __slots__ = ("binary", "symbol", "offset")
+
     binary: str
     symbol: str | None
-    offset: int = 0
+    offset: int
+
+    def __init__(self, binary: str, symbol: str | None, offset: int = 0) -> None:
+        _set(self, "binary", binary)
+        _set(self, "symbol", symbol)
+        _set(self, "offset", offset)
 
 
-@dataclass(frozen=True, slots=True)
-class KprobeTarget:
+class KprobeTarget(Frozen):
     """A parsed kprobe target: ``function+offset`` or an absolute ``address``."""
 
+    __slots__ = ("function", "offset", "address")
+
     function: str | None
-    offset: int = 0
-    address: int = 0
+    offset: int
+    address: int
+
+    def __init__(self, function: str | None, offset: int = 0, address: int = 0) -> None:
+        _set(self, "function", function)
+        _set(self, "offset", offset)
+        _set(self, "address", address)
 
 
 def _int(text: str, what: str, spec: str) -> int:

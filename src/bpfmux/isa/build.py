@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, ParseError
+from ..record import Frozen, Value
 from .insn import Insn, encode
 from .opcodes import (
     ADDR_SPACE_CAST,
@@ -94,6 +94,8 @@ class Reg(enum.IntEnum):
 
 R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10 = Reg
 
+_set = object.__setattr__
+
 
 class RelocKind(enum.Enum):
     """What a :class:`Relocation` asks the backend to fill in."""
@@ -104,8 +106,7 @@ class RelocKind(enum.Enum):
     KFUNC = "kfunc"  #: ``call`` ``imm`` = BTF id of a kfunc (``src`` = 2)
 
 
-@dataclass(frozen=True)
-class Relocation:
+class Relocation(Frozen):
     """One instruction a backend must patch before loading.
 
     :ivar index: list index of the instruction in :attr:`Program.insns`.
@@ -115,15 +116,23 @@ class Relocation:
     :ivar offset: byte offset into the map value (``MAP_VALUE`` only).
     """
 
+    __slots__ = ("index", "slot", "kind", "ref", "offset")
+
     index: int
     slot: int
     kind: RelocKind
     ref: Hashable
-    offset: int = 0
+    offset: int
+
+    def __init__(self, index: int, slot: int, kind: RelocKind, ref: Hashable, offset: int = 0) -> None:
+        _set(self, "index", index)
+        _set(self, "slot", slot)
+        _set(self, "kind", kind)
+        _set(self, "ref", ref)
+        _set(self, "offset", offset)
 
 
-@dataclass(frozen=True)
-class Program:
+class Program(Frozen):
     """The result of :meth:`Asm.assemble`.
 
     :ivar insns: the instructions, with relocated fields left 0.
@@ -131,9 +140,18 @@ class Program:
     :ivar labels: label name → list index.
     """
 
+    __slots__ = ("insns", "relocations", "labels")
+
     insns: list[Insn]
-    relocations: list[Relocation] = field(default_factory=list)
-    labels: dict[str, int] = field(default_factory=dict)
+    relocations: list[Relocation]
+    labels: dict[str, int]
+
+    def __init__(
+        self, insns: list[Insn], relocations: list[Relocation] | None = None, labels: dict[str, int] | None = None
+    ) -> None:
+        _set(self, "insns", insns)
+        _set(self, "relocations", [] if relocations is None else relocations)
+        _set(self, "labels", {} if labels is None else labels)
 
     def resolve(self, values: Mapping[Hashable, int]) -> list[Insn]:
         """The instructions with every relocation filled from ``values`` (ref → fd or BTF id).
@@ -173,12 +191,19 @@ Target = str | int
 _SIZES = {1: Size.B, 2: Size.H, 4: Size.W, 8: Size.DW}
 
 
-@dataclass
-class _Fixup:
+class _Fixup(Value):
+    __slots__ = ("index", "slot", "label", "field")
+
     index: int
     slot: int
     label: str
     field: str  # "off", "imm" or "imm64"
+
+    def __init__(self, index: int, slot: int, label: str, field: str) -> None:
+        self.index = index
+        self.slot = slot
+        self.label = label
+        self.field = field
 
 
 def _imm32(value: int, what: str) -> int:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ParseError
+from ..record import Frozen
 from .opcodes import LDDW
 
 _INSN = struct.Struct("<BBhi")
+_set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True)
-class Insn:
+class Insn(Frozen):
     """One eBPF instruction.
 
     :ivar opcode: the 8-bit opcode.
@@ -30,11 +31,49 @@ class Insn:
         (low word from the first slot, high word from the second), unsigned.
     """
 
+    __slots__ = ("opcode", "dst", "src", "off", "imm")
+
     opcode: int
-    dst: int = 0
-    src: int = 0
-    off: int = 0
-    imm: int = 0
+    dst: int
+    src: int
+    off: int
+    imm: int
+
+    def __init__(self, opcode: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> None:
+        _set(self, "opcode", opcode)
+        _set(self, "dst", dst)
+        _set(self, "src", src)
+        _set(self, "off", off)
+        _set(self, "imm", imm)
+
+    # equality, hash and pickling spelled out (the emulator and the verifier
+    # key dicts by instructions; Frozen's generic ones loop over the fields)
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Insn:
+            return (self.opcode, self.dst, self.src, self.off, self.imm) == (
+                other.opcode, other.dst, other.src, other.off, other.imm
+            )  # fmt: skip
+        return NotImplemented
+
+    def __hash__(self) -> int:  # type: ignore[override]  # Value's is None
+        return hash((self.opcode, self.dst, self.src, self.off, self.imm))
+
+    def __reduce__(self) -> tuple[type[Insn], tuple[int, int, int, int, int]]:
+        return Insn, (self.opcode, self.dst, self.src, self.off, self.imm)
+
+    def replace(self, **changes: Any) -> Insn:
+        """A copy with ``changes`` applied (``opcode``, ``dst``, ``src``, ``off``, ``imm``).
+
+        :raises TypeError: a name in ``changes`` is not a field.
+        """
+        return Insn(
+            changes.pop("opcode", self.opcode),
+            changes.pop("dst", self.dst),
+            changes.pop("src", self.src),
+            changes.pop("off", self.off),
+            changes.pop("imm", self.imm),
+            **changes,
+        )
 
     @property
     def size(self) -> int:

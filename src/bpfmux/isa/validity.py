@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from ..errors import ParseError
+from ..record import Frozen
 from .analysis import ATOMIC_RMW_OPS, MAX_REG, branch_targets, mnemonic
 from .insn import Insn
 from .opcodes import ADDR_SPACE_CAST, LDDW, MAY_GOTO, Alu, Atomic, CallKind, Class, Jmp, Mode, Pseudo, Size, Source
 
 __all__ = ["Family", "Flaw", "FlawKind", "first_flaw", "flaws", "validate", "validate_program"]
+
+_set = object.__setattr__
 
 
 class FlawKind(enum.Enum):
@@ -67,8 +69,7 @@ class Family(enum.Enum):
     ATOMIC = "ATOMIC"
 
 
-@dataclass(frozen=True, slots=True)
-class Flaw:
+class Flaw(Frozen):
     """One problem of one instruction.
 
     :ivar insn: the instruction.
@@ -80,11 +81,20 @@ class Flaw:
     :ivar message: the problem in words, naming the instruction and the field.
     """
 
+    __slots__ = ("insn", "kind", "family", "field", "message")
+
     insn: Insn
     kind: FlawKind
     family: Family
     field: str
     message: str
+
+    def __init__(self, insn: Insn, kind: FlawKind, family: Family, field: str, message: str) -> None:
+        _set(self, "insn", insn)
+        _set(self, "kind", kind)
+        _set(self, "family", family)
+        _set(self, "field", field)
+        _set(self, "message", message)
 
     def __str__(self) -> str:
         return self.message

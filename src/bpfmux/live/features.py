@@ -30,21 +30,21 @@ import functools
 import os
 import struct
 import threading
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ..host.cache import boot_id, cache_dir, read_json, write_json
 from ..host.files import MiB, read_text
+from ..record import Frozen
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
+_set = object.__setattr__
 _RET0 = bytes([0xB7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0])
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(Frozen):
     """One probe's answer.
 
     :ivar supported: the kernel has it.
@@ -52,9 +52,20 @@ class Probe:
     :ivar method: ``load``, ``create`` or ``link``.
     """
 
+    __slots__ = ("supported", "detail", "method")
+
     supported: bool
-    detail: str = ""
-    method: str = "load"
+    detail: str
+    method: str
+
+    def __init__(self, supported: bool, detail: str = "", method: str = "load") -> None:
+        _set(self, "supported", supported)
+        _set(self, "detail", detail)
+        _set(self, "method", method)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name (what the on-disk cache and :meth:`Features.table` hold)."""
+        return {"supported": self.supported, "detail": self.detail, "method": self.method}
 
 
 def _reason(log: str) -> str:
@@ -193,7 +204,7 @@ class Features:
     def save(self) -> None:
         """Write the probes done so far to the on-disk cache (best effort)."""
         if self._cache_path is not None:
-            write_json(self._cache_path, {k: asdict(v) for k, v in self._mem.items()})
+            write_json(self._cache_path, {k: v.as_dict() for k, v in self._mem.items()})
 
     def _cached(self, key: str, fn: Any) -> Probe:
         with self._lock:
@@ -387,11 +398,11 @@ class Features:
             self._saving_later += 1
             try:
                 out: dict[str, dict[str, dict[str, Any]]] = {
-                    "program_types": {t.name.lower(): asdict(self.prog_type(t)) for t in ProgType
+                    "program_types": {t.name.lower(): self.prog_type(t).as_dict() for t in ProgType
                                       if t != ProgType.UNSPEC},
-                    "map_types": {t.name.lower(): asdict(self.map_type(t)) for t in MapType if t != MapType.UNSPEC},
-                    "attach_types": {t.name.lower(): asdict(self.attach_type(t)) for t in AttachType},
-                    "link_types": {t.name.lower(): asdict(self.link_type(t)) for t in LinkType
+                    "map_types": {t.name.lower(): self.map_type(t).as_dict() for t in MapType if t != MapType.UNSPEC},
+                    "attach_types": {t.name.lower(): self.attach_type(t).as_dict() for t in AttachType},
+                    "link_types": {t.name.lower(): self.link_type(t).as_dict() for t in LinkType
                                    if t != LinkType.UNSPEC},
                 }  # fmt: skip
                 if helpers:

@@ -116,10 +116,10 @@ def finalize(
     for r in prog.relocations:
         ins = insns[r.insn]
         if r.kind is RelocKind.MAP:
-            insns[r.insn] = dataclasses.replace(ins, src=Pseudo.MAP_FD, imm=fd(r.target) & 0xFFFFFFFF)
+            insns[r.insn] = ins.replace(src=Pseudo.MAP_FD, imm=fd(r.target) & 0xFFFFFFFF)
         elif r.kind in (RelocKind.MAP_VALUE, RelocKind.KCONFIG):
             imm = (fd(r.target) & 0xFFFFFFFF) | ((r.offset & 0xFFFFFFFF) << 32)
-            insns[r.insn] = dataclasses.replace(ins, src=Pseudo.MAP_VALUE, imm=imm)
+            insns[r.insn] = ins.replace(src=Pseudo.MAP_VALUE, imm=imm)
         elif r.kind is RelocKind.KFUNC:
             insns[r.insn] = _kfunc_call(prog, r.target, target_btf, ext_index.get(r.target, 0))
         elif r.kind is RelocKind.KSYM:
@@ -159,23 +159,23 @@ def _ksym_load(prog: ProgramSpec, ins: Insn, name: str, target_btf: Btf | None,
         tid = _find(target_btf, name, BtfKind.FUNC, prog)
         if tid is None:
             if weak:
-                return dataclasses.replace(ins, src=0, imm=0)
+                return ins.replace(src=0, imm=0)
             raise NotFoundError("kernel function", name, "the target kernel's BTF has no such kfunc")
-        return dataclasses.replace(ins, src=Pseudo.BTF_ID, imm=tid)
+        return ins.replace(src=Pseudo.BTF_ID, imm=tid)
     if ext is not None and ext.type_id:
         tid = _find(target_btf, name, BtfKind.VAR, prog)
         if tid is None:
             if weak:
-                return dataclasses.replace(ins, src=0, imm=0)
+                return ins.replace(src=0, imm=0)
             raise NotFoundError("kernel variable", name, "the target kernel's BTF has no such variable (typed ksym)")
-        return dataclasses.replace(ins, src=Pseudo.BTF_ID, imm=tid)
+        return ins.replace(src=Pseudo.BTF_ID, imm=tid)
     addr = ksym_addr(name) if ksym_addr is not None else None
     if addr is None:
         if weak:
-            return dataclasses.replace(ins, src=0, imm=0)
+            return ins.replace(src=0, imm=0)
         hint = "pass ksym_addr (e.g. a kallsyms lookup)" if ksym_addr is None else "kallsyms has no such symbol"
         raise NotFoundError("kernel symbol", name, hint)
-    return dataclasses.replace(ins, src=0, imm=addr & 0xFFFFFFFFFFFFFFFF)
+    return ins.replace(src=0, imm=addr & 0xFFFFFFFFFFFFFFFF)
 
 
 def apply_core_result(insns: list[Insn], poisoned: dict[int, list[Insn]], relo: CoreRelo, res: CoreResult,
@@ -203,7 +203,7 @@ def apply_core_result(insns: list[Insn], poisoned: dict[int, list[Insn]], relo: 
             raise ParseError(f"{where}: instruction has {ins.imm}, expected {res.orig}")
         if not -(1 << 31) <= res.new < (1 << 32):
             raise ParseError(f"{where}: value {res.new} does not fit a 32-bit immediate")
-        insns[i] = dataclasses.replace(ins, imm=_s32(res.new))
+        insns[i] = ins.replace(imm=_s32(res.new))
     elif cls in (Class.LDX, Class.ST, Class.STX):
         if ins.off != res.orig:
             raise ParseError(f"{where}: instruction has offset {ins.off}, expected {res.orig}")
@@ -215,11 +215,11 @@ def apply_core_result(insns: list[Insn], poisoned: dict[int, list[Insn]], relo: 
                 raise ParseError(f"{where}: field size changed from {res.orig_size} to {res.new_size}; "
                                  "only loads can be resized")
             opcode = (opcode & ~0x18) | _SIZES[res.new_size]
-        insns[i] = dataclasses.replace(ins, opcode=opcode, off=res.new)
+        insns[i] = ins.replace(opcode=opcode, off=res.new)
     elif ins.opcode == LDDW:
         if ins.imm != res.orig & 0xFFFFFFFFFFFFFFFF:
             raise ParseError(f"{where}: lddw has {ins.imm}, expected {res.orig}")
-        insns[i] = dataclasses.replace(ins, imm=res.new & 0xFFFFFFFFFFFFFFFF)
+        insns[i] = ins.replace(imm=res.new & 0xFFFFFFFFFFFFFFFF)
     else:
         raise ParseError(f"{where}: cannot patch opcode {ins.opcode:#04x}")
 

@@ -25,9 +25,9 @@ prog flag :attr:`~bpfmux.uapi.ProgFlags.MULTI_FUNC`, target = the glob).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from ..errors import NotFoundError
+from ..record import Frozen
 from ..uapi import AttachType, BtfKind, ProgFlags, ProgType
 
 __all__ = [
@@ -40,6 +40,8 @@ __all__ = [
     "match_section",
     "parse_section",
 ]
+
+_set = object.__setattr__
 
 
 class SecFlags(enum.IntFlag):
@@ -94,8 +96,7 @@ class AttachKind(enum.Enum):
     ITER = "iter"
 
 
-@dataclass(frozen=True, slots=True)
-class SectionDef:
+class SectionDef(Frozen):
     """One row of the section table.
 
     :ivar prefix: the section name or prefix (without libbpf's ``+``/``/``).
@@ -106,12 +107,30 @@ class SectionDef:
     :ivar attach: how it is auto-attached, ``None`` when it cannot be.
     """
 
+    __slots__ = ("prefix", "match", "prog_type", "attach_type", "flags", "attach")
+
     prefix: str
     match: str
     prog_type: ProgType
     attach_type: AttachType | None
     flags: SecFlags
     attach: AttachKind | None
+
+    def __init__(
+        self,
+        prefix: str,
+        match: str,
+        prog_type: ProgType,
+        attach_type: AttachType | None,
+        flags: SecFlags,
+        attach: AttachKind | None,
+    ) -> None:
+        _set(self, "prefix", prefix)
+        _set(self, "match", match)
+        _set(self, "prog_type", prog_type)
+        _set(self, "attach_type", attach_type)
+        _set(self, "flags", flags)
+        _set(self, "attach", attach)
 
     def matches(self, name: str) -> bool:
         """True when section ``name`` (without ``?``) is of this kind."""
@@ -260,8 +279,7 @@ del P, A, F, K, _S, _BTF, _RET, _SES
 _NEEDS_COLON = {AttachKind.UPROBE, AttachKind.UPROBE_MULTI, AttachKind.USDT}
 
 
-@dataclass(frozen=True, slots=True)
-class SectionInfo:
+class SectionInfo(Frozen):
     """What a section name says about its program.
 
     :ivar section: the section name as written (with any ``?``).
@@ -277,6 +295,18 @@ class SectionInfo:
         program without further input.
     """
 
+    __slots__ = (
+        "section",
+        "name",
+        "kind",
+        "prog_type",
+        "expected_attach_type",
+        "prog_flags",
+        "target",
+        "autoload",
+        "auto_attach",
+    )
+
     section: str
     name: str
     kind: SectionDef | None
@@ -286,6 +316,28 @@ class SectionInfo:
     target: str | None
     autoload: bool
     auto_attach: bool
+
+    def __init__(
+        self,
+        section: str,
+        name: str,
+        kind: SectionDef | None,
+        prog_type: ProgType,
+        expected_attach_type: AttachType | None,
+        prog_flags: ProgFlags,
+        target: str | None,
+        autoload: bool,
+        auto_attach: bool,
+    ) -> None:
+        _set(self, "section", section)
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "prog_type", prog_type)
+        _set(self, "expected_attach_type", expected_attach_type)
+        _set(self, "prog_flags", prog_flags)
+        _set(self, "target", target)
+        _set(self, "autoload", autoload)
+        _set(self, "auto_attach", auto_attach)
 
     @property
     def flags(self) -> SecFlags:

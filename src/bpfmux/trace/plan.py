@@ -19,11 +19,11 @@ kernel has (see :func:`plan`):
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..abi.syscalls import syscall_number
 from ..errors import NotFoundError, NotSupportedError, ParseError
+from ..record import Value
 from .spec import ProbeSpec, is_glob
 
 __all__ = ["MODES", "Group", "Mechanism", "Probe", "Resolver", "TraceOptions", "plan"]
@@ -65,8 +65,7 @@ class Resolver(Protocol):
         ...
 
 
-@dataclass
-class TraceOptions:
+class TraceOptions(Value):
     """What to trace and how (the command line's options).
 
     :ivar mode: one of :data:`MODES`.
@@ -78,16 +77,33 @@ class TraceOptions:
         child before its ``exec``: :data:`bpfmux.trace.child.HELD_COMM`).
     """
 
-    mode: str = "count"
-    by: str | None = None
-    pid: int | None = None
-    comm: str | None = None
-    min_latency: int = 0
-    skip_comm: str | None = None
+    __slots__ = ("mode", "by", "pid", "comm", "min_latency", "skip_comm")
+
+    mode: str
+    by: str | None
+    pid: int | None
+    comm: str | None
+    min_latency: int
+    skip_comm: str | None
+
+    def __init__(
+        self,
+        mode: str = "count",
+        by: str | None = None,
+        pid: int | None = None,
+        comm: str | None = None,
+        min_latency: int = 0,
+        skip_comm: str | None = None,
+    ) -> None:
+        self.mode = mode
+        self.by = by
+        self.pid = pid
+        self.comm = comm
+        self.min_latency = min_latency
+        self.skip_comm = skip_comm
 
 
-@dataclass
-class Probe:
+class Probe(Value):
     """One thing counted: a tracepoint, a function, a sampling event.
 
     :ivar idx: its index in the tracer's maps (the BPF cookie).
@@ -96,13 +112,19 @@ class Probe:
         signature, a syscall number, …).
     """
 
+    __slots__ = ("idx", "name", "info")
+
     idx: int
     name: str
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any]
+
+    def __init__(self, idx: int, name: str, info: dict[str, Any] | None = None) -> None:
+        self.idx = idx
+        self.name = name
+        self.info = {} if info is None else info
 
 
-@dataclass
-class Group:
+class Group(Value):
     """Probes attached together with one mechanism.
 
     :ivar how: the :class:`Mechanism`.
@@ -112,13 +134,33 @@ class Group:
         mode ``"session"``, ``"entry"``, ``"exit"``.
     """
 
+    __slots__ = ("spec", "how", "probes", "targets", "retprobe", "role", "extra")
+
     spec: ProbeSpec
     how: Mechanism
     probes: list[Probe]
     targets: list[str]
-    retprobe: bool = False
-    role: str = "main"
-    extra: dict[str, Any] = field(default_factory=dict)
+    retprobe: bool
+    role: str
+    extra: dict[str, Any]
+
+    def __init__(
+        self,
+        spec: ProbeSpec,
+        how: Mechanism,
+        probes: list[Probe],
+        targets: list[str],
+        retprobe: bool = False,
+        role: str = "main",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.how = how
+        self.probes = probes
+        self.targets = targets
+        self.retprobe = retprobe
+        self.role = role
+        self.extra = {} if extra is None else extra
 
 
 class _Index:

@@ -17,11 +17,12 @@ expected (not in paths' directories, rates or periods). Malformed specs raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import ParseError
+from ..record import Frozen
 
 __all__ = ["KINDS", "SOFTWARE_EVENTS", "ProbeSpec", "is_glob", "parse_probe", "parse_probes", "validate_glob"]
+
+_set = object.__setattr__
 
 _ALIASES = {
     "t": "tracepoint",
@@ -111,8 +112,7 @@ def validate_glob(text: str, what: str, spec: str) -> None:
         i += 1
 
 
-@dataclass(frozen=True)
-class ProbeSpec:
+class ProbeSpec(Frozen):
     """One parsed probe spec.
 
     :ivar kind: one of :data:`KINDS`.
@@ -126,12 +126,22 @@ class ProbeSpec:
         software sample period.
     """
 
+    __slots__ = ("kind", "text", "category", "path", "name", "rate")
+
     kind: str
     text: str
-    category: str = ""
-    path: str = ""
-    name: str = ""
-    rate: int = 0
+    category: str
+    path: str
+    name: str
+    rate: int
+
+    def __init__(self, kind: str, text: str, category: str = "", path: str = "", name: str = "", rate: int = 0) -> None:
+        _set(self, "kind", kind)
+        _set(self, "text", text)
+        _set(self, "category", category)
+        _set(self, "path", path)
+        _set(self, "name", name)
+        _set(self, "rate", rate)
 
     @property
     def is_glob(self) -> bool:

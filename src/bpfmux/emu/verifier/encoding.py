@@ -13,7 +13,6 @@ or writes them ("R12 is invalid").
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from ...isa.analysis import ATOMIC_RMW_OPS
 from ...isa.insn import Insn, canonical
@@ -36,7 +35,7 @@ def _as_valid_regs(insn: Insn) -> Insn:
     """The instruction with registers r11-r15 replaced by r10 (so that the
     validator judges the other fields; a non-zero register stays non-zero)."""
     if insn.dst > 10 or insn.src > 10:
-        return replace(insn, dst=min(insn.dst, 10), src=min(insn.src, 10))
+        return insn.replace(dst=min(insn.dst, 10), src=min(insn.src, 10))
     return insn
 
 

@@ -5,7 +5,6 @@ See :mod:`bpfmux.emu` for an overview and examples.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import random
 import sys
@@ -396,7 +395,7 @@ def runnable(insn: Insn) -> tuple[Insn, str | None]:
             break
         return insn, str(flaw)
     if unused:
-        insn = dataclasses.replace(insn, **unused)
+        insn = insn.replace(**unused)
     if 10 in regs_written(insn):
         return insn, "r10 (frame pointer) is read-only"
     if insn.opcode == Class.ALU64 | Alu.MOV | Source.X and insn.off == ADDR_SPACE_CAST:

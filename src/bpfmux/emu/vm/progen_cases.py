@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ...isa.insn import Insn
 from ...uapi import MapType
@@ -119,7 +119,7 @@ class Asm:
                 t = self.labels[target]
                 tslot = slots[t] if t < len(slots) else end
                 rel = tslot - slots[k] - 1
-                insn = replace(insn, **{fld: rel})
+                insn = insn.replace(**{fld: rel})
             out.append(insn)
         return out
 
@@ -153,7 +153,7 @@ def relocate_insert(insns: list[Insn], pos: int, new: list[Insn]) -> list[Insn]:
                 rel -= grow
             elif not src_after and dst_after:
                 rel += grow
-            insn = replace(insn, **{field_: rel})
+            insn = insn.replace(**{field_: rel})
         if k == pos:
             out.extend(new)
         out.append(insn)

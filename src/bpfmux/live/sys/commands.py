@@ -13,10 +13,10 @@ import ctypes
 import enum
 import errno as _errno
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...errors import ENOTSUPP, BpfError, VerifierError
+from ...record import Frozen
 from ...uapi import AttachType, Cmd
 from . import raw as _raw
 from .buffers import Buf, cstr, name16, u32_array, u64_array
@@ -46,6 +46,8 @@ from .types import (
     TaskFdQueryAttr,
     TestRunAttr,
 )
+
+_set = object.__setattr__
 
 #: ``BPF_F_REPLACE`` (link update / prog attach).
 F_REPLACE = 1 << 2
@@ -281,12 +283,17 @@ def map_freeze(map_fd: Fd | int) -> None:
     bpf(Cmd.MAP_FREEZE, MapElemAttr(map_fd=fdnum(map_fd)), "freezing a map")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchResult:
+class BatchResult(Frozen):
     """Outcome of one batch call: elements processed and whether the map is done."""
+
+    __slots__ = ("count", "done")
 
     count: int
     done: bool
+
+    def __init__(self, count: int, done: bool) -> None:
+        _set(self, "count", count)
+        _set(self, "done", done)
 
 
 def _batch(cmd: Cmd, map_fd: Fd | int, in_batch: Any, out_batch: Any, keys: Any, values: Any, count: int,
@@ -463,16 +470,22 @@ def prog_load(
     raise error(label, err, hints.get(err, ""))
 
 
-@dataclass(frozen=True, slots=True)
-class TestRunResult:
+class TestRunResult(Frozen):
     """Outcome of ``BPF_PROG_TEST_RUN``."""
 
     __test__ = False
+    __slots__ = ("retval", "duration_ns", "data_out", "ctx_out")
 
     retval: int
     duration_ns: int
     data_out: bytes
     ctx_out: bytes
+
+    def __init__(self, retval: int, duration_ns: int, data_out: bytes, ctx_out: bytes) -> None:
+        _set(self, "retval", retval)
+        _set(self, "duration_ns", duration_ns)
+        _set(self, "data_out", data_out)
+        _set(self, "ctx_out", ctx_out)
 
 
 def prog_test_run(
@@ -532,13 +545,19 @@ def prog_bind_map(prog_fd: Fd | int, map_fd: Fd | int) -> None:
     bpf(Cmd.PROG_BIND_MAP, ProgBindMapAttr(prog_fd=fdnum(prog_fd), map_fd=fdnum(map_fd)), "binding a map to a program")
 
 
-@dataclass(frozen=True, slots=True)
-class QueryResult:
+class QueryResult(Frozen):
     """Outcome of ``BPF_PROG_QUERY``."""
+
+    __slots__ = ("prog_ids", "attach_flags", "revision")
 
     prog_ids: list[int]
     attach_flags: int
     revision: int
+
+    def __init__(self, prog_ids: list[int], attach_flags: int, revision: int) -> None:
+        _set(self, "prog_ids", prog_ids)
+        _set(self, "attach_flags", attach_flags)
+        _set(self, "revision", revision)
 
 
 def prog_query(target_fd: Fd | int, attach_type: int, query_flags: int = 0) -> QueryResult:
@@ -911,15 +930,23 @@ def iter_create(link_fd: Fd | int) -> Fd:
     return Fd(bpf(Cmd.ITER_CREATE, IterCreateAttr(link_fd=fdnum(link_fd)), "creating an iterator"), "iter")
 
 
-@dataclass(frozen=True, slots=True)
-class TaskFdInfo:
+class TaskFdInfo(Frozen):
     """Outcome of ``BPF_TASK_FD_QUERY``."""
+
+    __slots__ = ("prog_id", "fd_type", "name", "probe_offset", "probe_addr")
 
     prog_id: int
     fd_type: TaskFdType
     name: str
     probe_offset: int
     probe_addr: int
+
+    def __init__(self, prog_id: int, fd_type: TaskFdType, name: str, probe_offset: int, probe_addr: int) -> None:
+        _set(self, "prog_id", prog_id)
+        _set(self, "fd_type", fd_type)
+        _set(self, "name", name)
+        _set(self, "probe_offset", probe_offset)
+        _set(self, "probe_addr", probe_addr)
 
 
 def task_fd_query(pid: int, fd: int, buf_len: int = 256) -> TaskFdInfo:
