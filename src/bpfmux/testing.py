@@ -132,13 +132,16 @@ def bpf_object(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Callab
 
 @pytest.fixture
 def bpftrace_script(emulator: Any) -> Callable[..., str]:
-    """``run(text, workload="", *params, unsafe=False, json=False)``: a bpftrace
-    script on the test's emulator; returns what bpftrace would have printed."""
+    """``run(text, workload="", *params, unsafe=False, json=False, helper_check=0)``: a bpftrace
+    script on the test's emulator (``helper_check``: ``-k`` 1, ``-kk`` 2); returns what bpftrace
+    would have printed."""
     from .bpftrace.emulated import run_emulated
     from .bpftrace.runtime import Options
 
-    def run(text: str, workload: Any = "", *params: str, unsafe: bool = False, json: bool = False) -> str:
+    def run(text: str, workload: Any = "", *params: str, unsafe: bool = False, json: bool = False,
+            helper_check: int = 0) -> str:  # fmt: skip
         return run_emulated(text, workload, emulator=emulator,
-                            options=Options(params=list(params), unsafe=unsafe, json=json))  # fmt: skip
+                            options=Options(params=list(params), unsafe=unsafe, json=json,
+                                            helper_check=helper_check))  # fmt: skip
 
     return run

@@ -127,3 +127,18 @@ def test_a_script_error_carries_its_place(bpftrace_script) -> None:
     with pytest.raises(ScriptError) as info:
         bpftrace_script("BEGIN { @x = undefined_thing; }")
     assert (info.value.loc.line, info.value.loc.col) == (1, 14)
+
+
+def test_helper_errors_with_k_and_kk(bpftrace_script) -> None:
+    text = "BEGIN { @a[2] = 1; delete(@a[1]); @x = *(uint32*)8; exit(); }"
+    assert "WARNING" not in bpftrace_script(text)
+    one = bpftrace_script(text, helper_check=1)
+    assert one.splitlines()[:4] == [
+        "Attaching 1 probe...",
+        "stdin:1:20-33: WARNING: Failed to map_delete_elem: No such file or directory (-2)",
+        text,
+        " " * 19 + "~" * 13,
+    ]
+    assert "probe_read" not in one
+    two = bpftrace_script(text, helper_check=2)
+    assert "stdin:1:40-41: WARNING: Failed to probe_read: Bad address (-14)" in two
