@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequenc
 from typing import TYPE_CHECKING, Any, Self
 
 from .record import Frozen
+from .record import set_field as _set
 from .uapi import AttachType, MapFlags, MapType, ProgFlags, ProgType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +50,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FEATURES", "Closable", "close_all", "Collection", "Kernel", "Link", "Map", "MultiLink", "Program", "TestRunResult"]
 
-_set = object.__setattr__
 
 #: the feature names :meth:`Kernel.supports` answers
 FEATURES = ("kprobes", "kprobe_multi", "kprobe_session", "uprobes", "uprobe_multi", "uprobe_session", "fentry",

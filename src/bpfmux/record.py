@@ -19,7 +19,7 @@ pickling rely on).
 - :class:`Value`: equality field by field, unhashable (``eq=True``).
 - :class:`Frozen`: equality and hash field by field, attributes cannot be set
   after ``__init__`` (``frozen=True``); its ``__init__`` sets fields with
-  ``object.__setattr__``.
+  :data:`set_field` (``object.__setattr__``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, Self
 
-__all__ = ["Frozen", "Record", "Value"]
+__all__ = ["Frozen", "Record", "Value", "set_field"]
+
+#: how a :class:`Frozen`'s ``__init__`` sets its fields (its own ``__setattr__`` refuses)
+set_field = object.__setattr__
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

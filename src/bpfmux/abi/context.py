@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..record import Frozen
-
-_set = object.__setattr__
+from ..record import set_field as _set
 
 #: What a successful context load puts into the destination register.
 LoadKind = Literal["scalar", "ptr_to_btf_id", "ptr_to_tp_buffer", "ptr_to_packet"]

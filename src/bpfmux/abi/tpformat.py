@@ -30,9 +30,8 @@ from pathlib import Path
 from ..errors import NotFoundError, ParseError
 from ..host.files import MiB, read_text
 from ..record import Frozen
+from ..record import set_field as _set
 from .context import ContextLayout, CtxField
-
-_set = object.__setattr__
 
 #: ``PERF_MAX_TRACE_SIZE`` of Linux 6.18: the end of what a tracepoint program may read.
 PERF_MAX_TRACE_SIZE = 8192

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from ..errors import ParseError
 from ..record import Frozen
-
-_set = object.__setattr__
+from ..record import set_field as _set
 
 __all__ = ["Loc", "ScriptError", "Source"]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BpfmuxError, NotFoundError
 from ..record import Frozen
+from ..record import set_field as _set
 from .types import K, T
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..btf import types as bt
 
-_set = object.__setattr__
 
 __all__ = ["FieldRef", "LazyBtf", "field_of", "from_btf", "from_c_decl", "from_name"]
 

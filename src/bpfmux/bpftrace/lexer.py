@@ -17,9 +17,8 @@ carry ``_`` separators, C suffixes (``u``, ``l``, ``ull``) and an exponent
 from __future__ import annotations
 
 from ..record import Frozen
+from ..record import set_field as _set
 from .errors import Loc, ScriptError, Source
-
-_set = object.__setattr__
 
 __all__ = ["KEYWORDS", "OPERATORS", "Lexer", "Token"]
 

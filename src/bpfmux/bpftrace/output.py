@@ -535,11 +535,7 @@ class Printer:
             self.out.write(f'{{"type": "helper_error", "helper": "{helper}", "retcode": {ret}, '
                            f'"line": {loc.line}, "col": {start}}}\n')  # fmt: skip
             return
-        try:
-            why = os.strerror(-ret)
-        except ValueError:
-            why = "Unknown error"
-        self.out.write(f"{source.name}:{loc.line}:{start}-{end}: WARNING: Failed to {helper}: {why} ({ret})\n"
+        self.out.write(f"{source.name}:{loc.line}:{start}-{end}: WARNING: Failed to {helper}: {os.strerror(-ret)} ({ret})\n"
                        f"{line}\n{' ' * (start - 1)}{'~' * (end - start)}\n")  # fmt: skip
 
     def args(self, action: Action, record: bytes) -> list[Any]:

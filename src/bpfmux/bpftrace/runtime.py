@@ -171,13 +171,13 @@ def compile_script(text: str, kernel: Any, options: Options | None = None, *, na
               map_keys_max=opts.map_keys_max)  # fmt: skip
     checked = analyze(program, res, env, source)
     start = _kernel_now(kernel)
+    live = getattr(kernel, "kind", "live") == "live"
     programs = []
     for i, info in enumerate(checked.contexts):
         if info.ctx.how == "skipped":
             continue
         uprobe = info.ctx.how in (Mechanism.UPROBE, Mechanism.UPROBE_MULTI)
         tgid = opts.pid if uprobe and opts.pid and info.ctx.how == Mechanism.UPROBE else None
-        live = getattr(kernel, "kind", "live") == "live"
         programs.append(compile_context(checked, info, i, start_ns=start, tgid_filter=tgid, may_goto=live,
                                         helper_check=opts.helper_check, split_reads=live))  # fmt: skip
     return Script(source, program, res, checked, programs)

@@ -167,8 +167,10 @@ class Action(Value):
     """An output call user space carries out when its event arrives.
 
     :ivar kind: ``printf``, ``time``, ``join``, ``cat``, ``system``,
-        ``print_map``, ``print_value``, ``clear``, ``zero``, ``exit``.
-    :ivar fmt: the format (printf, time, cat, system) or join's delimiter.
+        ``print_map``, ``print_value``, ``clear``, ``zero``, ``exit``, or
+        ``helper_error`` (``-k``: added by the code generator).
+    :ivar fmt: the format (printf, time, cat, system), join's delimiter, or
+        the failed helper's name (helper_error).
     :ivar args: the argument types, in record order.
     :ivar map: the map ``print``/``clear``/``zero`` act on.
     :ivar top: / :ivar div: ``print(@m, top, div)``.

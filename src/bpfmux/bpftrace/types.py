@@ -19,8 +19,7 @@ import builtins
 import enum
 
 from ..record import Frozen
-
-_set = object.__setattr__
+from ..record import set_field as _set
 
 __all__ = ["COMM_SIZE", "K", "T", "align8", "is_scalar", "slot_size"]
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError
 from ..record import Frozen
+from ..record import set_field as _set
 from ..uapi import BtfKind, FuncLinkage
 from .layout import TypeKindError, resolve, sizeof
 from .types import Composite, Enum, Func, FuncProto, Int, Type
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     from .model import Btf
 
 __all__ = ["ArgInfo", "FuncSignature", "signature", "prototype"]
-
-_set = object.__setattr__
 
 
 class ArgInfo(Frozen):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BpfmuxError, NotFoundError, ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from ..uapi import BtfKind
 from .types import Array, Composite, Datasec, Enum, Float, Int, Ptr, Type, Var, _Ref
 
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FieldInfo", "TypeKindError", "alignof", "fields", "member", "resolve", "sizeof", "PTR_SIZE", "MAX_RESOLVE_DEPTH"]
 
-_set = object.__setattr__
 
 PTR_SIZE = 8
 #: Longest chain of typedef/qualifier/array references followed before giving up (a loop).

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from ..errors import BpfError, BpfmuxError, NotFoundError, NotSupportedError, ParseError, VerifierError
 from ..record import Frozen
+from ..record import set_field as _set
 
 __all__ = [
     "EXIT_FAILURE",
@@ -49,7 +50,6 @@ EXIT_INTERRUPTED = 130
 #: The sentence the epilogs use for the statuses above.
 EXIT_STATUS_HELP = "exit status: 0 on success, 1 on an error, 2 on bad usage, 130 after Ctrl-C."
 
-_set = object.__setattr__
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 # capability numbers (linux/capability.h)

@@ -21,13 +21,12 @@ from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from .files import MiB, read_file
 from .globs import match
 from .ldcache import resolve_binary
 
 __all__ = ["ElfSymbol", "ElfSymbols"]
-
-_set = object.__setattr__
 
 
 class ElfSymbol(Frozen):

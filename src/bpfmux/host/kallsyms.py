@@ -8,12 +8,11 @@ from functools import lru_cache
 
 from ..errors import NotFoundError, ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from .files import MiB, read_text
 from .globs import match
 
 __all__ = ["KernelSymbol", "KernelSymbols", "parse_kallsyms", "syscall_function"]
-
-_set = object.__setattr__
 
 
 class KernelSymbol(Frozen):
@@ -163,7 +162,6 @@ class KernelSymbols:
     def names_at(self, address: int) -> list[str]:
         """All names whose address is exactly ``address``."""
         return [s.name for s in self.symbols if s.address == address]
-
 
 
 @lru_cache(maxsize=2)

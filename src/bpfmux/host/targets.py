@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ..errors import InvalidArgumentError, NotFoundError, NotSupportedError, ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from . import tracefs
 from .elfsyms import ElfSymbols
 from .globs import is_glob, match
@@ -30,8 +31,6 @@ __all__ = [
     "resolve_uprobe",
     "resolve_uprobe_targets",
 ]
-
-_set = object.__setattr__
 
 
 class UprobeTarget(Frozen):

@@ -37,6 +37,7 @@ from collections.abc import Hashable, Mapping
 
 from ..errors import NotFoundError, ParseError
 from ..record import Frozen, Value
+from ..record import set_field as _set
 from .insn import Insn, encode
 from .opcodes import (
     ADDR_SPACE_CAST,
@@ -93,8 +94,6 @@ class Reg(enum.IntEnum):
 
 
 R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10 = Reg
-
-_set = object.__setattr__
 
 
 class RelocKind(enum.Enum):

@@ -14,10 +14,10 @@ from typing import Any
 
 from ..errors import ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from .opcodes import LDDW
 
 _INSN = struct.Struct("<BBhi")
-_set = object.__setattr__
 
 
 class Insn(Frozen):

@@ -22,13 +22,12 @@ from collections.abc import Iterator, Sequence
 
 from ..errors import ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 from .analysis import ATOMIC_RMW_OPS, MAX_REG, branch_targets, mnemonic
 from .insn import Insn
 from .opcodes import ADDR_SPACE_CAST, LDDW, MAY_GOTO, Alu, Atomic, CallKind, Class, Jmp, Mode, Pseudo, Size, Source
 
 __all__ = ["Family", "Flaw", "FlawKind", "first_flaw", "flaws", "validate", "validate_program"]
-
-_set = object.__setattr__
 
 
 class FlawKind(enum.Enum):

@@ -37,10 +37,10 @@ from ..errors import ENOTSUPP, BpfError, BpfmuxError, NotSupportedError
 from ..host.cache import boot_id, cache_dir, read_json, write_json
 from ..host.files import MiB, read_text
 from ..record import Frozen
+from ..record import set_field as _set
 from ..uapi import AttachType, HelperId, LinkType, MapFlags, MapType, ProgFlags, ProgType
 from . import sys as _sys
 
-_set = object.__setattr__
 _RET0 = bytes([0xB7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0])
 
 

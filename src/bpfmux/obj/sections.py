@@ -28,6 +28,7 @@ import enum
 
 from ..errors import NotFoundError
 from ..record import Frozen
+from ..record import set_field as _set
 from ..uapi import AttachType, BtfKind, ProgFlags, ProgType
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "match_section",
     "parse_section",
 ]
-
-_set = object.__setattr__
 
 
 class SecFlags(enum.IntFlag):

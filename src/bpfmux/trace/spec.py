@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from ..errors import ParseError
 from ..record import Frozen
+from ..record import set_field as _set
 
 __all__ = ["KINDS", "SOFTWARE_EVENTS", "ProbeSpec", "is_glob", "parse_probe", "parse_probes", "validate_glob"]
 
-_set = object.__setattr__
 
 _ALIASES = {
     "t": "tracepoint",

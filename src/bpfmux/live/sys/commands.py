@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ...errors import ENOTSUPP, BpfError, VerifierError
 from ...record import Frozen
+from ...record import set_field as _set
 from ...uapi import AttachType, Cmd
 from . import raw as _raw
 from .buffers import Buf, cstr, name16, u32_array, u64_array
@@ -46,8 +47,6 @@ from .types import (
     TaskFdQueryAttr,
     TestRunAttr,
 )
-
-_set = object.__setattr__
 
 #: ``BPF_F_REPLACE`` (link update / prog attach).
 F_REPLACE = 1 << 2
